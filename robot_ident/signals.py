@@ -141,9 +141,26 @@ class ProcessedData:
     def n_samples(self) -> int:
         return self.t.size
 
-    def moving_mask(self, threshold: float) -> np.ndarray:
-        """(N, n) True where the joint moves faster than `threshold` (rad/s or m/s)."""
-        return np.abs(self.qd) > threshold
+    def moving_mask(self, threshold: float, reversal_guard_s: float = 0.0) -> np.ndarray:
+        """(N, n) True where the joint is outside the friction dead band.
+
+        A sample is in the dead band if ``|qd| <= threshold`` or if it lies within
+        ``reversal_guard_s`` seconds of a velocity reversal: there the Coulomb step makes
+        an acceleration transient that the low-pass filter smears over about 1/cutoff
+        seconds, so neither a smooth friction model nor the filtered acceleration holds.
+        """
+        mask = np.abs(self.qd) > threshold
+        if reversal_guard_s > 0 and self.t.size > 1:
+            for k in range(self.qd.shape[1]):
+                s = np.signbit(self.qd[:, k])
+                flips = np.flatnonzero(s[1:] != s[:-1])
+                if flips.size == 0:
+                    continue
+                tf = 0.5 * (self.t[flips] + self.t[flips + 1])
+                pos = np.clip(np.searchsorted(tf, self.t), 1, tf.size)
+                nearest = np.minimum(np.abs(self.t - tf[pos - 1]), np.abs(tf[np.minimum(pos, tf.size - 1)] - self.t))
+                mask[:, k] &= nearest > reversal_guard_s
+        return mask
 
     def subset(self, keep: np.ndarray) -> "ProcessedData":
         return ProcessedData(self.t[keep], self.joint_names, self.q[keep], self.qd[keep],

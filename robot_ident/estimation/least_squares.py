@@ -1,0 +1,115 @@
+"""Ordinary and weighted least squares on base parameters (sources B and D).
+
+OLS:  x = argmin ||y - W x||^2,  sigma^2 = ||y - W x||^2 / (M - p),  C = sigma^2 (W^T W)^-1.
+WLS (two passes, after Gautier): an OLS pass gives each joint's residual variance
+sigma_j^2 = ||r_j||^2 / (M_j - p * M_j / M); rows of joint j are weighted by 1/sigma_j
+and solved again; C = s^2 (W^T S^-2 W)^-1 with s^2 the weighted residual variance
+(close to 1 when the noise model is right). Relative standard deviations are
+100 * std / |x| percent (source D).
+
+Solves use the SVD of the column-scaled matrix, so the covariance is computed
+without forming W^T W, and a rank-deficient matrix is refused with the names of the
+parameters the data cannot separate.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import IdentificationError
+from .problem import IdentificationProblem
+from .result import IdentificationResult
+
+# Smallest singular value of the column-scaled matrix, relative to the largest, that
+# still counts as identifiable. Below it the data do not determine the parameters.
+RANK_TOL = 1e-8
+
+
+def _check(problem: IdentificationProblem) -> None:
+    M, p = problem.W.shape
+    if M < p:
+        raise IdentificationError(f"{M} equations for {p} base parameters: record more (moving) samples")
+    if not np.isfinite(problem.W).all():
+        raise IdentificationError("the regressor contains NaN or inf (check positions and velocities)")
+    bad = ~np.isfinite(problem.y)
+    if bad.any():
+        j = problem.joint_names[problem.joint_of_row[np.flatnonzero(bad)[0]]]
+        raise IdentificationError(f"measured effort of joint {j!r} contains NaN or inf")
+
+
+def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Least squares by SVD of the column-scaled matrix; returns x, (W^T W)^-1, residual, cond."""
+    norms = np.linalg.norm(W, axis=0)
+    zero = norms == 0
+    if zero.any():
+        listed = ", ".join(repr(names[i]) for i in np.flatnonzero(zero)[:6])
+        raise IdentificationError(f"the data do not excite base parameter(s) {listed}: their regressor "
+                                  "columns are zero on the kept samples")
+    Ws = W / norms
+    U, s, Vt = np.linalg.svd(Ws, full_matrices=False)
+    if s[-1] < RANK_TOL * s[0]:
+        v = Vt[-1]
+        worst = np.argsort(-np.abs(v))[:4]
+        listed = ", ".join(f"{names[i]!r}" for i in worst if abs(v[i]) > 0.1)
+        raise IdentificationError(
+            f"the identification matrix is rank deficient (scaled condition number {s[0] / s[-1]:.3g}); "
+            f"the data cannot separate {listed}. Use a richer excitation or fix these parameters")
+    xs = Vt.T @ ((U.T @ y) / s)
+    x = xs / norms
+    inv_scaled = (Vt.T / s ** 2) @ Vt
+    inv = inv_scaled / np.outer(norms, norms)
+    r = y - W @ x
+    sv = np.linalg.svd(W, compute_uv=False)
+    return x, inv, r, float(sv[0] / sv[-1])
+
+
+def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(problem.joint_names)
+    counts = np.bincount(problem.joint_of_row, minlength=n).astype(float)
+    ss = np.bincount(problem.joint_of_row, weights=r ** 2, minlength=n)
+    rms = np.sqrt(ss / np.maximum(counts, 1))
+    M, p = problem.W.shape
+    dof = counts - p * counts / M
+    sigma = np.sqrt(ss / np.maximum(dof, 1.0))
+    return rms, sigma
+
+
+def ols(problem: IdentificationProblem) -> IdentificationResult:
+    _check(problem)
+    W, y = problem.W, problem.y
+    M, p = W.shape
+    x, inv, r, cond = _solve(W, y, problem.param_names)
+    sigma2 = float(r @ r) / max(M - p, 1)
+    cov = sigma2 * inv
+    rms, sig = _per_joint(problem, r)
+    return _result("ols", problem, x, cov, cond, rms, sig)
+
+
+def wls(problem: IdentificationProblem) -> IdentificationResult:
+    _check(problem)
+    W, y = problem.W, problem.y
+    M, p = W.shape
+    _, _, r0, cond = _solve(W, y, problem.param_names)
+    _, sigma_j = _per_joint(problem, r0)
+    if (sigma_j <= 0).any():
+        j = problem.joint_names[int(np.argmin(sigma_j))]
+        raise IdentificationError(f"joint {j!r} has zero residual after OLS: its efforts are fitted "
+                                  "exactly, so no noise level can be estimated for weighting")
+    w = 1.0 / sigma_j[problem.joint_of_row]
+    x, inv_w, rw, _ = _solve(W * w[:, None], y * w, problem.param_names)
+    s2 = float(rw @ rw) / max(M - p, 1)
+    cov = s2 * inv_w
+    r = y - W @ x
+    rms, _ = _per_joint(problem, r)
+    res = _result("wls", problem, x, cov, cond, rms, sigma_j)
+    res.extra["weighted_residual_variance"] = s2
+    return res
+
+
+def _result(method, problem, x, cov, cond, rms, sigma) -> IdentificationResult:
+    std = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return IdentificationResult(method=method, base=problem.base, values=x, std=std, covariance=cov,
+                                condition_number=cond, n_samples=problem.n_samples, n_rows=problem.n_rows,
+                                joint_names=problem.joint_names, residual_rms=rms, joint_sigma=sigma)
+
+
+ESTIMATORS = {"ols": ols, "wls": wls}

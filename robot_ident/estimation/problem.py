@@ -1,0 +1,56 @@
+"""The linear identification problem y = W x assembled from processed samples."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import BaseParameters
+from ..errors import IdentificationError
+from ..model import RobotModel
+from ..signals import ProcessedData
+
+
+@dataclass
+class IdentificationProblem:
+    """Stacked base regressor rows and measured efforts, with the joint of each row."""
+
+    W: np.ndarray              # (M, p) base regressor, sample-major rows that were kept
+    y: np.ndarray              # (M,) measured (filtered) efforts
+    joint_of_row: np.ndarray   # (M,) index of the joint of each row
+    joint_names: tuple[str, ...]
+    param_names: tuple[str, ...]
+    n_samples: int             # samples before masking
+    base: BaseParameters
+
+    @property
+    def n_rows(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def n_params(self) -> int:
+        return self.W.shape[1]
+
+
+def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,
+                  moving_threshold: float | None = None,
+                  reversal_guard_s: float = 0.0) -> IdentificationProblem:
+    """Base regressor and efforts; rows of a joint inside its friction dead band
+    (`ProcessedData.moving_mask`) are dropped, since no smooth friction model
+    describes stiction and velocity reversals."""
+    if tuple(data.joint_names) != tuple(model.joint_names):
+        raise IdentificationError(f"data joints {data.joint_names} differ from the model's {model.joint_names}")
+    if tuple(base.standard_names) != tuple(model.layout.names):
+        raise IdentificationError("base parameters were computed for a different parameter layout")
+    W = base.regressor(model.regressor(data.q, data.qd, data.qdd))
+    y = data.effort.reshape(-1)
+    joint = np.tile(np.arange(model.n), data.n_samples)
+    if moving_threshold is not None:
+        keep = data.moving_mask(moving_threshold, reversal_guard_s).reshape(-1)
+        W, y, joint = W[keep], y[keep], joint[keep]
+    for k, name in enumerate(model.joint_names):
+        if not (joint == k).any():
+            raise IdentificationError(
+                f"joint {name!r} has no sample moving faster than {moving_threshold} "
+                "(is it moving at all?)")
+    return IdentificationProblem(W, y, joint, model.joint_names, base.names, data.n_samples, base)

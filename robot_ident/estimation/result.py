@@ -1,0 +1,57 @@
+"""IdentificationResult: estimated base parameters that know their names."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..base import BaseParameters
+from ..model import RobotModel
+
+
+@dataclass
+class IdentificationResult:
+    method: str
+    base: BaseParameters
+    values: np.ndarray            # (p,) base parameter estimates
+    std: np.ndarray               # (p,) standard deviations
+    covariance: np.ndarray        # (p, p)
+    condition_number: float       # of the (unweighted) identification matrix
+    n_samples: int
+    n_rows: int
+    joint_names: tuple[str, ...]
+    residual_rms: np.ndarray      # (n,) per joint, on the identification rows
+    joint_sigma: np.ndarray       # (n,) per-joint effort noise estimate used for weights
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.base.names
+
+    @property
+    def relative_std(self) -> np.ndarray:
+        """Standard deviation in percent of |value| (inf where the value is zero)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = 100.0 * self.std / np.abs(self.values)
+        return np.where(np.isfinite(r), r, np.inf)
+
+    def value(self, name: str) -> float:
+        return float(self.values[self.names.index(name)])
+
+    def predict(self, model: RobotModel, q, qd, qdd) -> np.ndarray:
+        """Predicted efforts (N, n) with these base parameters."""
+        W = self.base.regressor(model.regressor(q, qd, qdd))
+        return (W @ self.values).reshape(-1, model.n)
+
+    def actuator_parameters(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Actuator parameters that are base parameters by themselves (not regrouped):
+        {joint: {symbol: {value, std}}}. Regrouped ones (e.g. the first joint's armature,
+        which merges with the first body's Izz) are absent."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for k, name in enumerate(self.names):
+            if " " in name:
+                continue
+            joint, _, sym = name.rpartition(".")
+            if joint in self.joint_names and sym in ("Ia", "Fc", "Fv", "off"):
+                out.setdefault(joint, {})[sym] = {"value": float(self.values[k]), "std": float(self.std[k])}
+        return out

@@ -1,0 +1,91 @@
+"""The result folder: result.yaml (+ plots, identified URDF where available).
+
+result.yaml holds everything needed to reuse the estimate without the data: the
+model's joints and layout, the base-parameter reduction (kept and regrouped
+standard columns and beta), base parameter names, values and standard deviations,
+friction and armature where they are base parameters by themselves, and the
+validation RMS per joint. Written atomically.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from ..base import BaseParameters
+from ..errors import ConfigError
+from ..estimation import IdentificationResult
+from ..validation import ValidationReport
+from .atomic import atomic_write_text
+
+FORMAT_VERSION = 1
+
+
+def _f(x) -> float | str:
+    x = float(x)
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+
+
+def result_to_dict(result: IdentificationResult, model, validation: ValidationReport | None = None,
+                   extra: dict | None = None) -> dict:
+    base = result.base
+    d = {
+        "format_version": FORMAT_VERSION,
+        "method": result.method,
+        "robot": {"urdf": model.urdf_label, "joints": list(model.joint_names),
+                  "locked_positions": {k: float(v) for k, v in model.locked_positions.items()},
+                  "friction_model": {
+                      "blocks": list(model.layout.actuator_symbols),
+                      "coulomb": "Fc * tanh(qd / coulomb_velocity_scale)",
+                      "coulomb_velocity_scale": model.friction.coulomb_velocity_scale}},
+        "samples": int(result.n_samples),
+        "equations": int(result.n_rows),
+        "condition_number": _f(result.condition_number),
+        "base_parameters": [
+            {"name": n, "value": _f(v), "std": _f(s), "relative_std_percent": _f(r)}
+            for n, v, s, r in zip(result.names, result.values, result.std, result.relative_std)],
+        "actuators": result.actuator_parameters(),
+        "residual_rms": {j: _f(v) for j, v in zip(result.joint_names, result.residual_rms)},
+        "noise_sigma_estimate": {j: _f(v) for j, v in zip(result.joint_names, result.joint_sigma)},
+        "settings": {k: (_f(v) if isinstance(v, float) else v) for k, v in result.extra.items()},
+        "base_reduction": {
+            "standard_names": list(base.standard_names),
+            "independent": [int(i) for i in base.independent],
+            "dependent": [int(i) for i in base.dependent],
+            "beta": [[float(x) for x in row] for row in base.beta],
+            "rank_tol": float(base.rank_tol),
+        },
+    }
+    if validation is not None:
+        d["validation"] = {"moving_threshold": validation.moving_threshold,
+                           "joints": validation.as_dict()}
+    if extra:
+        d.update(extra)
+    return d
+
+
+def write_result_yaml(folder: str | Path, data: dict) -> Path:
+    text = yaml.safe_dump(data, sort_keys=False, width=1000)
+    return atomic_write_text(Path(folder) / "result.yaml", text)
+
+
+def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, np.ndarray]:
+    """Read result.yaml: (raw dict, BaseParameters, values, std)."""
+    path = Path(folder) / "result.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no result.yaml in {folder}")
+    try:
+        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+        br = d["base_reduction"]
+        names = [p["name"] for p in d["base_parameters"]]
+        base = BaseParameters(tuple(br["standard_names"]), np.array(br["independent"], int),
+                              np.array(br["dependent"], int),
+                              np.array(br["beta"], float).reshape(len(br["independent"]), len(br["dependent"])),
+                              tuple(names), float(br["rank_tol"]), float("nan"))
+        values = np.array([float(p["value"]) for p in d["base_parameters"]])
+        std = np.array([float(p["std"]) for p in d["base_parameters"]])
+    except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path} is not a robot_ident result file: {exc}") from exc
+    return d, base, values, std
