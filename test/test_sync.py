@@ -1,0 +1,272 @@
+"""Synchronisation of a joint-state stream and an effort stream, one test per fault."""
+import numpy as np
+import pytest
+
+from robot_ident.errors import SignalError
+from robot_ident.sync import JointStream, SyncOptions, synchronise
+
+JOINTS = ("a", "b", "c")
+W = np.array([2.0, 3.0, 5.0])          # rad/s
+PHI = np.array([0.1, 0.7, 1.3])
+T0_NS = 1_700_000_000 * 10**9          # an absolute epoch, as in real bags
+
+
+def q_true(t):
+    return np.sin(np.outer(t, W) + PHI)
+
+
+def qd_true(t):
+    return W * np.cos(np.outer(t, W) + PHI)
+
+
+def e_true(t):
+    return 10.0 * np.cos(np.outer(t, 0.5 * W) - PHI) + np.arange(3)
+
+
+def make_states(duration=2.0, rate=500.0, phase_s=0.0003, order=("c", "a", "b")):
+    t = np.arange(0.0, duration, 1.0 / rate) + phase_s
+    idx = [JOINTS.index(j) for j in order]
+    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
+    return t, JointStream.from_arrays("/joint_states", stamps, order,
+                                      position=q_true(t)[:, idx], velocity=qd_true(t)[:, idx])
+
+
+def make_efforts(duration=2.0, rate=1000.0, phase_s=0.0, per_message_order=True):
+    t = np.arange(0.0, duration, 1.0 / rate) + phase_s
+    stamps = T0_NS + np.round(t * 1e9).astype(np.int64)
+    e = e_true(t)
+    if not per_message_order:
+        return t, JointStream.from_arrays("/dynamic_joint_states", stamps, JOINTS, current=e)
+    # every other message lists the joints in another order (by name, not position)
+    names, values = [], []
+    for k in range(t.size):
+        order = ("b", "c", "a") if k % 2 else JOINTS
+        names.append(order)
+        values.append(e[k, [JOINTS.index(j) for j in order]])
+    return t, JointStream("/dynamic_joint_states", stamps, names, {"current": values})
+
+
+def sync(states, efforts, **opts):
+    return synchronise(states, efforts, JOINTS, effort_field="current", options=SyncOptions(**opts))
+
+
+def _check_against_truth(rec, origin_s):
+    t_abs = rec.t + origin_s
+    assert np.allclose(rec.q, q_true(t_abs), atol=5e-5)
+    if rec.qd is not None:
+        assert np.allclose(rec.qd, qd_true(t_abs), atol=5e-4)
+    assert np.allclose(rec.effort, e_true(t_abs), atol=1e-3)
+
+
+def _origin_s(rec):
+    return (rec.meta["stamp_origin_ns"] - T0_NS) * 1e-9
+
+
+def test_clean_streams_at_different_rates_and_phases():
+    _, st = make_states()
+    te, ef = make_efforts(phase_s=0.0001)
+    res = sync(st, ef)
+    assert len(res.segments) == 1
+    rec = res.segments[0]
+    assert rec.joint_names == JOINTS
+    assert res.report.rate_hz == pytest.approx(1000.0)
+    # the grid is phase-locked to the faster (effort) stream: its samples are grid points
+    assert rec.meta["stamp_origin_ns"] == T0_NS + 100_000
+    assert np.allclose(np.diff(rec.t), 1e-3)
+    _check_against_truth(rec, _origin_s(rec))
+    # efforts sit on grid points: exactly the samples that were sent, no interpolation
+    k0 = int(np.searchsorted(te, rec.t[0] + _origin_s(rec) - 1e-9))
+    assert np.allclose(rec.effort, e_true(te[k0:k0 + rec.n_samples]), atol=1e-9)
+    r = res.report
+    assert (r.gaps, r.time_jumps, r.short_segments) == ([], 0, 0)
+    for s in r.streams.values():
+        assert (s.duplicates, s.out_of_order, s.nan_samples) == (0, 0, 0)
+    # the common span: states start 0.3 ms and end 1.7 ms later than the efforts
+    assert rec.t[0] + _origin_s(rec) == pytest.approx(0.0011, abs=1e-9)
+    assert rec.t[-1] + _origin_s(rec) == pytest.approx(1.9981, abs=1e-9)
+
+
+def test_given_grid_rate():
+    _, st = make_states()
+    _, ef = make_efforts()
+    res = sync(st, ef, rate_hz=250.0)
+    rec = res.segments[0]
+    assert np.allclose(np.diff(rec.t), 4e-3)
+    _check_against_truth(rec, _origin_s(rec))
+
+
+def test_nan_samples_are_dropped_and_counted_per_joint():
+    _, st = make_states()
+    te, ef = make_efforts()
+    bad = [100, 400, 401, 1500]
+    for k in bad:
+        v = ef.fields["current"][k].copy()
+        v[list(ef.names[k]).index("b")] = np.nan
+        ef.fields["current"][k] = v
+    res = sync(st, ef)
+    r = res.report.streams["efforts"]
+    assert r.nan_samples == 4
+    assert r.nan_by_joint == {"b": 4}
+    assert len(res.segments) == 1      # a missing millisecond is not a gap
+    _check_against_truth(res.segments[0], _origin_s(res.segments[0]))
+
+
+def test_velocity_published_as_nan_means_no_velocity():
+    # joint_state_broadcaster publishes NaN for an interface the joint does not have
+    t, st = make_states()
+    st.fields["velocity"][:, 1] = np.nan
+    _, ef = make_efforts()
+    res = sync(st, ef)
+    rec = res.segments[0]
+    assert rec.qd is None
+    assert res.report.streams["states"].absent_fields == {"velocity": ["a"]}
+    assert any("velocity" in n and "'/joint_states'" in n for n in res.report.notes)
+    assert res.report.streams["states"].nan_samples == 0
+    _check_against_truth(rec, _origin_s(rec))
+
+
+def test_empty_velocity_arrays_mean_no_velocity():
+    t, st = make_states()
+    per_msg = JointStream("/joint_states", st.stamps, [st.names] * len(st),
+                          {"position": list(st.fields["position"]), "velocity": [np.array([])] * len(st)})
+    _, ef = make_efforts()
+    res = sync(per_msg, ef)
+    assert res.segments[0].qd is None
+    _check_against_truth(res.segments[0], _origin_s(res.segments[0]))
+
+
+def test_duplicated_stamps_keep_the_first_and_are_counted():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    clean = sync(st, ef).segments[0]
+    dup = [5, 50, 500, 900]
+    idx = np.sort(np.concatenate([np.arange(len(st)), dup]))
+    st2 = JointStream.from_arrays(st.topic, st.stamps[idx], st.names,
+                                  position=st.fields["position"][idx] + (np.diff(idx, prepend=-1) == 0)[:, None],
+                                  velocity=st.fields["velocity"][idx])
+    res = sync(st2, ef)
+    assert res.report.streams["states"].duplicates == 4
+    assert res.report.streams["states"].out_of_order == 0
+    rec = res.segments[0]
+    # the repeated samples were altered by +1 rad: keeping the first arrival leaves the result unchanged
+    assert np.array_equal(rec.q, clean.q)
+    assert np.array_equal(rec.effort, clean.effort)
+
+
+def test_out_of_order_stamps_are_sorted_and_counted():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    clean = sync(st, ef).segments[0]
+    idx = np.arange(len(ef))
+    swaps = [10, 200, 201 + 50, 1200, 1990]
+    for k in swaps:
+        idx[k], idx[k + 1] = idx[k + 1], idx[k]
+    ef2 = JointStream.from_arrays(ef.topic, ef.stamps[idx], ef.names, current=ef.fields["current"][idx])
+    res = sync(st, ef2)
+    assert res.report.streams["efforts"].out_of_order == len(swaps)
+    assert res.report.streams["efforts"].duplicates == 0
+    assert len(res.segments) == 1
+    assert np.array_equal(res.segments[0].effort, clean.effort)
+
+
+def test_gap_splits_into_segments_without_interpolating_across():
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    hole = (t > 0.8) & (t < 0.9)       # 100 ms of joint states lost
+    keep = ~hole
+    st2 = JointStream.from_arrays(st.topic, st.stamps[keep], st.names,
+                                  position=st.fields["position"][keep], velocity=st.fields["velocity"][keep])
+    res = sync(st2, ef)
+    assert len(res.segments) == 2
+    (gap,) = res.report.gaps
+    assert gap.topic == "/joint_states"
+    t_before, t_after = t[keep][t[keep] <= 0.8][-1], t[keep][t[keep] >= 0.9][0]
+    assert gap.start_s == pytest.approx(t_before, abs=1e-9)
+    assert gap.end_s == pytest.approx(t_after, abs=1e-9)
+    first, second = res.segments
+    assert first.t[-1] <= gap.start_s + 1e-12 and second.t[0] >= gap.end_s - 1e-12
+    for rec in res.segments:
+        _check_against_truth(rec, _origin_s(rec))
+    assert res.report.samples == first.n_samples + second.n_samples
+
+
+def test_short_piece_between_gaps_is_dropped_and_counted():
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    # leaves the samples at 0.6003 and 0.6023 s alone between two gaps
+    keep = ~(((t > 0.5) & (t < 0.6)) | ((t > 0.604) & (t < 0.7)))
+    st2 = JointStream.from_arrays(st.topic, st.stamps[keep], st.names,
+                                  position=st.fields["position"][keep], velocity=st.fields["velocity"][keep])
+    res = sync(st2, ef, min_segment_s=0.05)
+    assert len(res.segments) == 2
+    assert res.report.short_segments == 1
+    assert res.report.short_segment_samples == 2      # grid points 0.601 and 0.602 s
+    assert len(res.report.gaps) == 2
+
+
+def test_backward_time_jump_gives_one_segment_per_pass():
+    # a bag played twice in a loop: the stamps start over
+    t, st = make_states(duration=1.0)
+    te, ef = make_efforts(duration=1.0, per_message_order=False)
+    st2 = JointStream.from_arrays(st.topic, np.concatenate([st.stamps, st.stamps]), st.names,
+                                  position=np.vstack([st.fields["position"]] * 2),
+                                  velocity=np.vstack([st.fields["velocity"]] * 2))
+    ef2 = JointStream.from_arrays(ef.topic, np.concatenate([ef.stamps, ef.stamps]), ef.names,
+                                  current=np.vstack([ef.fields["current"]] * 2))
+    res = sync(st2, ef2)
+    assert res.report.time_jumps == 1
+    assert [r.meta["pass"] for r in res.segments] == [0, 1]
+    # no duplicates or re-sorting were reported: the second pass is new data, not a repeat
+    assert res.report.streams["states"].duplicates == 0
+    assert res.report.streams["states"].out_of_order == 0
+    for rec in res.segments:
+        assert rec.duration == pytest.approx(te[-1] - t[0] - 0.0, abs=2e-3)
+        _check_against_truth(rec, _origin_s(rec))
+    assert np.array_equal(res.segments[0].q, res.segments[1].q)
+
+
+def test_unpaired_time_jumps_are_an_error():
+    _, st = make_states(duration=1.0)
+    _, ef = make_efforts(duration=1.0, per_message_order=False)
+    ef2 = JointStream.from_arrays(ef.topic, np.concatenate([ef.stamps, ef.stamps]), ef.names,
+                                  current=np.vstack([ef.fields["current"]] * 2))
+    with pytest.raises(SignalError, match="'/joint_states' jumps back in time 0 time.*'/dynamic_joint_states' 1"):
+        sync(st, ef2)
+
+
+def test_missing_joint_names_joint_and_topic():
+    _, st = make_states(order=("a", "b"))
+    _, ef = make_efforts()
+    with pytest.raises(SignalError, match="joint 'c' is missing from topic '/joint_states'.*has joints: a, b"):
+        sync(st, ef)
+    _, st = make_states()
+    ef2 = JointStream.from_arrays("/dynamic_joint_states", ef.stamps, ("a", "c"),
+                                  current=np.zeros((len(ef), 2)))
+    with pytest.raises(SignalError, match="joint 'b' is missing from topic '/dynamic_joint_states'"):
+        sync(st, ef2)
+
+
+def test_effort_field_without_any_value_is_an_error():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    ef.fields["current"][:, 2] = np.nan
+    with pytest.raises(SignalError, match="joint 'c' has no finite 'current' value.*'/dynamic_joint_states'"):
+        sync(st, ef)
+
+
+def test_no_overlap_is_an_error_with_the_report():
+    _, st = make_states(duration=1.0)
+    te, ef = make_efforts(duration=1.0, per_message_order=False)
+    ef2 = JointStream.from_arrays(ef.topic, ef.stamps + 5 * 10**9, ef.names, current=ef.fields["current"])
+    with pytest.raises(SignalError, match="no common stretch"):
+        sync(st, ef2)
+
+
+def test_float_second_stamps_are_accepted():
+    t = np.arange(0, 1, 0.002)
+    st = JointStream.from_arrays("/js", t, JOINTS, position=q_true(t))
+    te = np.arange(0, 1, 0.001)
+    ef = JointStream.from_arrays("/cur", te, JOINTS, effort=e_true(te))
+    res = synchronise(st, ef, JOINTS)
+    assert res.segments[0].qd is None      # no velocity field at all
+    _check_against_truth(res.segments[0], res.segments[0].meta["stamp_origin_ns"] * 1e-9)
