@@ -32,11 +32,12 @@ setup(
         # Pinocchio: 'pin' on PyPI (Pinocchio 4); ROS users get Pinocchio 3 from ros-<distro>-pinocchio.
         "pin>=2.7; platform_system != 'Windows'",
         "mujoco>=3.1",
+        "rosbags>=0.10",
+        "pymoo>=0.6",
+        "SALib>=1.4",
     ],
     extras_require={
-        "test": ["pytest>=7", "example-robot-data>=4", "rosbags>=0.10", "xacro>=2"],
-        "bags": ["rosbags>=0.10"],
-        "optim": ["pymoo>=0.6", "SALib>=1.4"],
+        "test": ["pytest>=7", "example-robot-data>=4", "xacro>=2"],
     },
     zip_safe=True,
     maintainer="robot_ident developers",

@@ -99,8 +99,8 @@ def wls(problem: IdentificationProblem) -> IdentificationResult:
     s2 = float(rw @ rw) / max(M - p, 1)
     cov = s2 * inv_w
     r = y - W @ x
-    rms, _ = _per_joint(problem, r)
-    res = _result("wls", problem, x, cov, cond, rms, sigma_j)
+    rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals
+    res = _result("wls", problem, x, cov, cond, rms, sigma_final)
     res.extra["weighted_residual_variance"] = s2
     return res
 

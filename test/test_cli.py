@@ -1,0 +1,24 @@
+import subprocess
+import sys
+
+import yaml
+
+from robot_ident.cli import main
+
+
+def test_demo_command_writes_a_result_folder(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["demo", "--output", str(out), "--no-plots", "--quiet", "--periods", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "RMS/noise" in text and "condition number" in text
+    d = yaml.safe_load((out / "result.yaml").read_text())
+    assert d["method"] == "wls" and len(d["base_parameters"]) == 58
+
+
+def test_bad_input_gives_one_line_and_status_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "robot_ident.cli", "demo", "--method", "magic",
+                           "--output", str(tmp_path / "x"), "--quiet"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "robot-ident demo: error: unknown identification method 'magic'; available: ols, wls"]
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from conftest import random_states
+from robot_ident.base import BaseParameters
+from robot_ident.errors import IdentificationError
+from robot_ident.estimation import build_problem, ols, wls
+from robot_ident.model import RobotModel
+from robot_ident.signals import ProcessedData
+
+
+def synthetic(model, n=400, noise=None, seed=0):
+    q, qd, qdd = random_states(model, n, seed=seed)
+    tau = model.efforts(q, qd, qdd)
+    rng = np.random.default_rng(seed + 1)
+    if noise is not None:
+        tau = tau + rng.normal(size=tau.shape) * noise
+    t = np.arange(n) * 0.01
+    return ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau)
+
+
+@pytest.fixture(scope="module")
+def model(demo_urdf):
+    return RobotModel(demo_urdf)
+
+
+@pytest.fixture(scope="module")
+def base(model):
+    return BaseParameters.from_model(model)
+
+
+@pytest.mark.parametrize("estimator", [ols, wls])
+def test_exact_recovery_without_noise(model, base, estimator):
+    data = synthetic(model, noise=np.full(model.n, 1e-12))
+    res = estimator(build_problem(model, base, data))
+    truth = base.project(model.nominal)
+    np.testing.assert_allclose(res.values, truth, rtol=1e-6, atol=1e-9)
+    assert res.names == base.names
+    assert res.value("wrist_3.Iyy") == pytest.approx(truth[base.names.index("wrist_3.Iyy")], rel=1e-6)
+
+
+def test_standard_deviations_are_calibrated(model, base):
+    """Across repeated noisy data sets the errors divided by the reported std are ~N(0,1)."""
+    truth = base.project(model.nominal)
+    sigma = np.array([0.5, 0.5, 0.2, 0.05, 0.05, 0.02])
+    z = []
+    for seed in range(8):
+        res = wls(build_problem(model, base, synthetic(model, 300, sigma, seed=10 * seed)))
+        z.append((res.values - truth) / res.std)
+    z = np.concatenate(z)
+    assert 0.8 < np.std(z) < 1.2
+    np.testing.assert_allclose(res.joint_sigma, sigma, rtol=0.2)
+
+
+def test_wls_beats_ols_when_one_joint_is_noisy(model, base):
+    truth = base.project(model.nominal)
+    sigma = np.array([0.05, 0.05, 0.05, 0.01, 0.01, 0.01])
+    sigma[1] = 3.0
+    err_o, err_w = [], []
+    for seed in range(4):
+        prob = build_problem(model, base, synthetic(model, 300, sigma, seed=seed))
+        err_o.append(np.abs(ols(prob).values - truth))
+        err_w.append(np.abs(wls(prob).values - truth))
+    assert np.median(np.array(err_w) / np.array(err_o)) < 0.7
+
+
+def test_fewer_equations_than_parameters(model, base):
+    with pytest.raises(IdentificationError, match="equations for 58 base parameters"):
+        ols(build_problem(model, base, synthetic(model, n=5)))
+
+
+def test_rank_deficient_data_names_the_parameters(model, base):
+    data = synthetic(model, 300)
+    data.q[:, 5] = 0.3      # wrist_3 never moves: its friction and offset are confounded
+    data.qd[:, 5] = 0.0
+    data.qdd[:, 5] = 0.0
+    with pytest.raises(IdentificationError, match="wrist_3"):
+        ols(build_problem(model, base, data))
+
+
+def test_joint_without_moving_samples_is_named(model, base):
+    data = synthetic(model, 100)
+    data.qd[:, 2] = 0.0
+    with pytest.raises(IdentificationError, match="'elbow' has no sample moving"):
+        build_problem(model, base, data, moving_threshold=0.05)

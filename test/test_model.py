@@ -1,0 +1,154 @@
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from conftest import PANDA_ARM, random_states
+from robot_ident.errors import ModelError
+from robot_ident.model import FrictionOptions, RobotModel
+
+
+def random_physical_theta(model, rng):
+    """Random standard parameters: physical bodies and random actuator terms."""
+    theta = np.zeros(model.n_params)
+    for b in model.layout.body_joints:
+        I = pin.Inertia.Random()
+        theta[model.layout.inertial_slice(b)] = pin.Inertia(
+            abs(I.mass) + 0.5, I.lever, I.inertia + np.eye(3)).toDynamicParameters()
+    ni = model.layout.n_inertial
+    theta[ni:] = rng.uniform(0.1, 2.0, model.n_params - ni)
+    return theta
+
+
+def expected_efforts(model, theta, q, qd, qdd):
+    """Pinocchio's RNEA with theta's inertias, plus armature, tanh-Coulomb, viscous, offset."""
+    pm = model.with_parameters(theta)
+    pd = pm.createData()
+    out = np.zeros_like(q)
+    vs = model.friction.coulomb_velocity_scale
+    for s in range(q.shape[0]):
+        v = np.zeros(pm.nv)
+        a = np.zeros(pm.nv)
+        v[model._idx_v] = qd[s]
+        a[model._idx_v] = qdd[s]
+        out[s] = pin.rnea(pm, pd, model.to_pinocchio_q(q[s]), v, a)[model._idx_v]
+    for k, j in enumerate(model.joint_names):
+        get = lambda sym: theta[model.layout.index(f"{j}.{sym}")] if sym in model.layout.actuator_symbols else 0.0
+        out[:, k] += (get("Ia") * qdd[:, k] + get("Fc") * np.tanh(qd[:, k] / vs)
+                      + get("Fv") * qd[:, k] + get("off"))
+    return out
+
+
+@pytest.mark.parametrize("which", ["demo", "panda"])
+def test_regressor_times_parameters_equals_rnea_plus_actuator_terms(which, demo_urdf, panda_urdf):
+    model = RobotModel(demo_urdf) if which == "demo" else RobotModel(panda_urdf, PANDA_ARM)
+    rng = np.random.default_rng(3)
+    q, qd, qdd = random_states(model, 25, seed=4)
+    for theta in (model.nominal, random_physical_theta(model, rng)):
+        got = model.efforts(q, qd, qdd, theta)
+        want = expected_efforts(model, theta, q, qd, qdd)
+        assert np.abs(got - want).max() < 1e-9 * max(1.0, np.abs(want).max())
+
+
+def test_stacked_rows_are_sample_major(demo_urdf):
+    model = RobotModel(demo_urdf)
+    q, qd, qdd = random_states(model, 4, seed=1)
+    W = model.regressor(q, qd, qdd)
+    for s in range(4):
+        single = model.regressor(q[s], qd[s], qdd[s])
+        assert np.array_equal(W[s * model.n:(s + 1) * model.n], single)
+    # Row s*n + j is the effort of joint j at sample s: viscous column of joint j is qd[s, j].
+    for j, name in enumerate(model.joint_names):
+        col = W[:, model.layout.index(f"{name}.Fv")].reshape(4, model.n)
+        expected = np.zeros((4, model.n))
+        expected[:, j] = qd[:, j]
+        assert np.array_equal(col, expected)
+
+
+def test_last_joint_acceleration_is_not_dropped(demo_urdf):
+    model = RobotModel(demo_urdf)
+    q, qd, qdd = random_states(model, 1, seed=2)
+    qdd2 = qdd.copy()
+    qdd2[0, -1] += 1.0
+    d = model.efforts(q, qd, qdd2) - model.efforts(q, qd, qdd)
+    assert abs(d[0, -1]) > 1e-4   # the last link's own inertia about its axis
+
+
+def test_layout_is_named_and_blocks_switch_off_cleanly(demo_urdf):
+    full = RobotModel(demo_urdf)
+    assert full.layout.names[:10] == tuple(f"shoulder_pan.{s}" for s in
+                                          ("m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz"))
+    assert full.layout.names[60:64] == ("shoulder_pan.Ia", "shoulder_pan.Fc", "shoulder_pan.Fv", "shoulder_pan.off")
+    no_coulomb = RobotModel(demo_urdf, friction=FrictionOptions(coulomb=False, armature=False))
+    assert no_coulomb.n_params == 60 + 6 * 2
+    assert "elbow.Fc" not in no_coulomb.layout.names
+    q, qd, qdd = random_states(full, 5, seed=5)
+    Wf = full.regressor(q, qd, qdd)
+    Wn = no_coulomb.regressor(q, qd, qdd)
+    for name in no_coulomb.layout.names:   # same name -> same column, whatever the layout
+        assert np.array_equal(Wn[:, no_coulomb.layout.index(name)], Wf[:, full.layout.index(name)])
+
+
+def test_cad_inertia_is_taken_about_the_joint_frame(demo_urdf):
+    model = RobotModel(demo_urdf)
+    m, c = 3.7, np.array([0.0, -0.002, -0.025])
+    Ic = np.array([[0.0102619, -1.10254e-05, 0.000141244],
+                   [-1.10254e-05, 0.0102457, 0.000279462],
+                   [0.000141244, 0.000279462, 0.00668739]])
+    I_o = Ic + m * (c @ c * np.eye(3) - np.outer(c, c))
+    want = [m, *(m * c), I_o[0, 0], I_o[0, 1], I_o[1, 1], I_o[0, 2], I_o[1, 2], I_o[2, 2]]
+    np.testing.assert_allclose(model.nominal[:10], want, rtol=1e-12, atol=1e-15)
+    assert model.nominal[model.layout.index("elbow.Fv")] == 1.5
+    assert model.nominal[model.layout.index("elbow.Fc")] == 2.0
+
+
+def test_joint_order_is_by_name(demo_urdf):
+    tree = RobotModel(demo_urdf)
+    order = ("wrist_3", "shoulder_pan", "elbow", "wrist_1", "shoulder_lift", "wrist_2")
+    perm = RobotModel(demo_urdf, order)
+    idx = [tree.joint_names.index(j) for j in order]
+    q, qd, qdd = random_states(tree, 6, seed=8)
+    np.testing.assert_allclose(perm.efforts(q[:, idx], qd[:, idx], qdd[:, idx]),
+                               tree.efforts(q, qd, qdd)[:, idx], atol=1e-12)
+
+
+def test_locked_joints_fold_into_the_parent_body(panda_urdf):
+    arm = RobotModel(panda_urdf, PANDA_ARM)
+    assert arm.n == 7 and arm.layout.body_joints == PANDA_ARM
+    full = pin.buildModelFromUrdf(str(panda_urdf))
+    total = sum(full.inertias[i].mass for i in range(1, full.njoints))
+    assert np.isclose(sum(arm.nominal[10 * k] for k in range(7)), total)
+
+
+def test_coulomb_column_is_bounded_near_zero_velocity(demo_urdf):
+    model = RobotModel(demo_urdf)
+    qd = np.array([[1e-12, -1e-6, 0.0, 1e-3, 1.0, -5.0]])
+    A = model.actuator_regressor(qd, np.zeros_like(qd))
+    fc = A[0, np.arange(6), [k * 4 + 1 for k in range(6)]]
+    assert np.all(np.abs(fc) <= 1.0) and abs(fc[0]) < 1e-9 and fc[2] == 0.0
+    assert np.isclose(fc[4], np.tanh(100.0)) and np.isclose(fc[5], -1.0)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("<robot name='x'><link name='a'/>", "not valid XML"),
+    ("<robot name='x'><joint name='j' type='revolute'><parent link='nope'/><child link='b'/></joint></robot>", "Pinocchio cannot build"),
+])
+def test_bad_urdf_is_reported(bad, message):
+    with pytest.raises(ModelError, match=message):
+        RobotModel(bad)
+
+
+def test_missing_file_and_unknown_joint_are_named(demo_urdf, tmp_path):
+    with pytest.raises(ModelError, match="not found"):
+        RobotModel(tmp_path / "nothing.urdf")
+    with pytest.raises(ModelError, match="'elbw'"):
+        RobotModel(demo_urdf, ["shoulder_pan", "elbw"])
+    with pytest.raises(ModelError, match="both identified and locked"):
+        RobotModel(demo_urdf, ["elbow"], locked_positions={"elbow": 0.1})
+
+
+def test_nan_state_is_refused(demo_urdf):
+    model = RobotModel(demo_urdf)
+    q, qd, qdd = random_states(model, 3)
+    qd[1, 4] = np.nan
+    with pytest.raises(ValueError, match="wrist_2"):
+        model.regressor(q, qd, qdd)

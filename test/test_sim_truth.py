@@ -1,0 +1,93 @@
+"""Identification judged against MuJoCo, an engine independent of Pinocchio."""
+import mujoco
+import numpy as np
+import pytest
+
+from conftest import random_states
+from robot_ident.demo import DemoSetup, run_demo
+from robot_ident.io.results import load_result
+from robot_ident.model import RobotModel
+from robot_ident.sim import JointTruth, SimNoise, SimulatedArm
+
+
+def test_mujoco_inverse_dynamics_matches_the_regressor(demo_urdf):
+    """Same URDF in both engines: MuJoCo's inverse dynamics (with armature and damping)
+    equals regressor x parameters to numerical precision."""
+    model = RobotModel(demo_urdf)
+    n = model.n
+    truth = JointTruth(np.linspace(0.1, 0.6, n), np.zeros(n), np.linspace(0.2, 2.0, n), np.zeros(n))
+    arm = SimulatedArm(model.urdf_xml, model.joint_names, truth)
+    theta = arm.true_parameters(model)
+    q, qd, qdd = random_states(model, 20, seed=3)
+    m, d = arm.mj_model, arm.mj_data
+    for s in range(q.shape[0]):
+        d.qpos[arm._qadr] = q[s]
+        d.qvel[arm._dadr] = qd[s]
+        d.qacc[arm._dadr] = qdd[s]
+        mujoco.mj_inverse(m, d)
+        tau_mj = d.qfrc_inverse[arm._dadr]   # includes the passive damping force
+        tau_model = model.efforts(q[s], qd[s], qdd[s], theta)[0]
+        np.testing.assert_allclose(tau_mj, tau_model, atol=1e-8 * max(1, np.abs(tau_model).max()))
+
+
+@pytest.fixture(scope="module")
+def demo_outcome(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    return run_demo(out / "result", DemoSetup(), plots=True)
+
+
+def test_demo_recovers_the_simulator_truth(demo_outcome):
+    o = demo_outcome
+    # Issue figures: validation RMS within 1.25x the effort noise on every joint ...
+    assert np.all(o.validation.noise_ratio <= 1.25), o.validation.noise_ratio
+    # ... and the well-determined base parameters within 1 % (median) of the truth.
+    good = o.well_determined
+    assert good.sum() >= 30
+    assert np.median(o.relative_errors[good]) <= 0.01
+    # The CAD model (which the simulated arm departs from) is far worse on the same data.
+    v = o.validation
+    cad_err = np.abs(o.true_base - o.base.project(o.model.nominal))
+    assert np.median(cad_err[good] / np.abs(o.true_base[good])) > 5 * np.median(o.relative_errors[good])
+    assert v.n_samples.min() > 0.8 * len(v.t)
+
+
+def test_friction_and_armature_are_recovered(demo_outcome):
+    o = demo_outcome
+    setup = DemoSetup()
+    act = o.result.actuator_parameters()
+    for k, j in enumerate(o.model.joint_names):
+        assert act[j]["Fc"]["value"] == pytest.approx(setup.coulomb[k], rel=0.05)
+        assert act[j]["Fv"]["value"] == pytest.approx(setup.viscous[k], rel=0.1)
+        assert act[j]["off"]["value"] == pytest.approx(setup.effort_offset[k], abs=0.05 * setup.coulomb[k])
+    assert act["elbow"]["Ia"]["value"] == pytest.approx(setup.armature[2], rel=0.05)
+    assert "Ia" not in act["shoulder_pan"]   # merged into shoulder_pan.Izz
+
+
+def test_result_folder_round_trips(demo_outcome):
+    o = demo_outcome
+    d, base, values, std = load_result(o.output)
+    assert d["method"] == "wls" and d["robot"]["joints"] == list(o.model.joint_names)
+    np.testing.assert_allclose(values, o.result.values, rtol=1e-12)
+    np.testing.assert_allclose(base.projection, o.base.projection, rtol=1e-12)
+    assert set(d["validation"]["joints"]) == set(o.model.joint_names)
+    for png in ("identification_efforts.png", "validation_efforts.png"):
+        assert (o.output / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(o.output.glob(".*.tmp"))
+
+
+def test_simulated_noise_has_the_requested_level(demo_urdf):
+    model = RobotModel(demo_urdf)
+    n = model.n
+    arm = SimulatedArm(model.urdf_xml, model.joint_names, JointTruth.zeros(n))
+
+    class Hold:
+        joint_names = model.joint_names
+        duration = 2.0
+
+        def sample(self, t):
+            z = np.zeros((len(t), n))
+            return z + 0.3, z, z
+
+    r = arm.run(Hold(), noise=SimNoise(effort_abs_std=np.full(n, 0.05), seed=1))
+    measured_noise = np.std(r.recording.effort - r.effort_true, axis=0)
+    np.testing.assert_allclose(measured_noise, 0.05, rtol=0.1)
