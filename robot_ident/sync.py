@@ -115,6 +115,33 @@ class JointStream:
             out.update(names)
         return out
 
+    def mentions(self, joints: Sequence[str]) -> np.ndarray:
+        """(M,) True for messages that list at least one of `joints`."""
+        want = set(joints)
+        if self._shared:
+            return np.full(len(self), bool(want & set(self.names)))
+        out = np.empty(len(self), dtype=bool)
+        verdict: dict[tuple, bool] = {}
+        for i, names in enumerate(self.names):
+            names = tuple(names)
+            v = verdict.get(names)
+            if v is None:
+                v = verdict[names] = bool(want & set(names))
+            out[i] = v
+        return out
+
+    def select(self, rows: np.ndarray) -> "JointStream":
+        """The messages at boolean mask or indices `rows`, in the same order."""
+        idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.intp)
+        fields = {}
+        for k, v in self.fields.items():
+            if isinstance(v, np.ndarray) and v.ndim == 2:
+                fields[k] = v[idx]
+            else:
+                fields[k] = [v[i] for i in idx]
+        names = self.names if self._shared else [self.names[i] for i in idx]
+        return JointStream(self.topic, self.stamps[idx], names, fields)
+
     def matrix(self, field_name: str, joints: Sequence[str]) -> np.ndarray:
         """(M, len(joints)) values of one field, NaN where a message lacks the joint or the field."""
         M, n = len(self), len(joints)
@@ -176,6 +203,7 @@ class StreamReport:
     role: str                      # 'states' or 'efforts'
     messages: int = 0
     rate_hz: float = float("nan")  # median rate of the stamps
+    foreign: int = 0               # messages about none of the joints (another publisher), ignored
     out_of_order: int = 0          # samples that arrived after a later-stamped one (re-sorted)
     duplicates: int = 0            # samples dropped because their stamp was seen already
     nan_samples: int = 0           # samples dropped for a non-finite value in a used field
@@ -218,6 +246,7 @@ class SyncReport:
         for r in self.streams.values():
             lines.append(f"  {r.role} {r.topic}: {r.messages} messages at {r.rate_hz:.6g} Hz; dropped "
                          f"{r.duplicates} duplicate, {r.nan_samples} non-finite, {r.isolated} isolated; "
+                         f"{r.foreign} other publishers' ignored; "
                          f"{r.out_of_order} re-sorted; {r.unused} unused")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -253,7 +282,6 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
              notes: list) -> tuple[list[_Pass], tuple[str, ...]]:
     topic = stream.topic
     M = len(stream)
-    report.messages = M
     if M == 0:
         raise SignalError(f"topic {topic!r} has no messages")
     present = stream.joint_set()
@@ -297,6 +325,11 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
             if c:
                 report.nan_by_joint[j] = report.nan_by_joint.get(j, 0) + c
     report.nan_samples = int(bad_rows.sum())
+    if bad_rows.all():
+        raise SignalError(f"no message on topic {topic!r} carries finite {' and '.join(mats)} values for all of "
+                          f"{', '.join(joints)} at once (are the joints split across several publishers, or "
+                          f"is a value NaN in every message?); per joint non-finite counts: "
+                          f"{', '.join(f'{j} {c}' for j, c in report.nan_by_joint.items())}")
 
     # Passes: split at big backward steps in arrival order.
     stamps = stream.stamps
@@ -379,9 +412,28 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
         raise SignalError("no joints to synchronise")
     if len(set(joints)) != len(joints):
         raise SignalError(f"a joint is listed twice: {joints}")
-    rs = StreamReport(states.topic, "states")
-    re_ = StreamReport(efforts.topic, "efforts")
+    rs = StreamReport(states.topic, "states", messages=len(states))
+    re_ = StreamReport(efforts.topic, "efforts", messages=len(efforts))
     notes: list[str] = []
+
+    # Messages about none of our joints come from other publishers on the topic
+    # (a gripper's joint_state_publisher next to the arm's broadcaster): ignore them.
+    for role, r in (("states", rs), ("efforts", re_)):
+        s = states if role == "states" else efforts
+        if len(s) == 0:
+            raise SignalError(f"topic {s.topic!r} has no messages")
+        mine = s.mentions(joints)
+        r.foreign = int((~mine).sum())
+        if r.foreign == len(s):
+            raise SignalError(f"joint {joints[0]!r} is missing from topic {s.topic!r}: none of its "
+                              f"{len(s)} messages lists any of {', '.join(joints)}; the topic has joints: "
+                              f"{', '.join(sorted(s.joint_set()))}")
+        if r.foreign:
+            s = s.select(mine)
+            if role == "states":
+                states = s
+            else:
+                efforts = s
 
     # Rates and limits from the raw stamps (robust to a few faults).
     per = {}

@@ -270,3 +270,38 @@ def test_float_second_stamps_are_accepted():
     res = synchronise(st, ef, JOINTS)
     assert res.segments[0].qd is None      # no velocity field at all
     _check_against_truth(res.segments[0], res.segments[0].meta["stamp_origin_ns"] * 1e-9)
+
+
+def test_other_publishers_on_the_topic_are_ignored_and_counted():
+    # a gripper's joint_state_publisher shares /joint_states with the arm's broadcaster at 50 Hz
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    clean = sync(st, ef).segments[0]
+    tg = np.arange(0.0, 2.0, 0.02) + 0.0071
+    names = [tuple(st.names)] * len(st) + [("finger",)] * tg.size
+    stamps = np.concatenate([st.stamps, T0_NS + np.round(tg * 1e9).astype(np.int64)])
+    pos = list(st.fields["position"]) + [np.array([0.01])] * tg.size
+    vel = list(st.fields["velocity"]) + [np.array([0.0])] * tg.size
+    arrival = np.argsort(stamps, kind="stable")           # interleaved as they would arrive
+    mixed = JointStream("/joint_states", stamps[arrival], [names[i] for i in arrival],
+                        {"position": [pos[i] for i in arrival], "velocity": [vel[i] for i in arrival]})
+    res = sync(mixed, ef)
+    r = res.report.streams["states"]
+    assert r.foreign == tg.size
+    assert r.nan_samples == 0 and r.out_of_order == 0
+    assert r.rate_hz == pytest.approx(500.0)
+    assert len(res.segments) == 1
+    assert np.allclose(res.segments[0].q, clean.q, rtol=0, atol=1e-12)
+
+
+def test_joints_split_across_publishers_is_an_error():
+    t, st = make_states()
+    _, ef = make_efforts()
+    names, pos = [], []
+    for k in range(len(st)):
+        names += [("c", "a"), ("b",)]
+        pos += [st.fields["position"][k, :2], st.fields["position"][k, 2:]]
+    split = JointStream("/joint_states", np.repeat(st.stamps, 2), names, {"position": pos})
+    with pytest.raises(SignalError, match="no message on topic '/joint_states' carries finite position values "
+                                          "for all of a, b, c at once"):
+        sync(split, ef)

@@ -16,7 +16,6 @@ in the type store used for writing, so their definitions are stored in the bag.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
