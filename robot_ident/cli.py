@@ -10,7 +10,7 @@ import sys
 from .errors import RobotIdentError
 
 # Order is the order shown by --help.
-COMMANDS = ("demo",)
+COMMANDS = ("demo", "design")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,129 @@
+"""Excitation design end to end: family + limits + criterion + optimiser -> a checked
+trajectory.
+
+`design_excitation` builds the parameterisation and the problem, runs the chosen
+optimiser within its budget, then checks the result on a dense grid. If the dense
+check finds a violation between the constraint-grid points (possible but small,
+since states are smooth), the trajectory is pulled in by repairing it against
+slightly tightened limits and checked again; if it still violates, a
+`TrajectoryError` naming the violations is raised. A violating trajectory is never
+returned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..errors import TrajectoryError
+from .constraints import LimitReport, LimitSpec, check_trajectory
+from .optimizers import OptimizerResult, make_optimizer
+from .parameterisation import (Bounds, FourierParameters, JointMovesParameters,
+                               ModifiedFourierParameters, Parameterisation, PolynomialParameters)
+from .problem import Budget, ExcitationProblem
+
+FAMILIES = ("fourier", "modified_fourier", "polynomial7", "joint_moves")
+
+
+@dataclass(frozen=True)
+class DesignSpec:
+    family: str = "fourier"
+    optimizer: str = "slsqp"
+    criterion: str = "cond"
+    harmonics: int = 5
+    base_frequency: float = 0.2 * np.pi       # wf [rad/s]
+    duration: float = 10.0                    # polynomial7 duration [s]
+    move_duration: float = 2.0                # joint_moves: seconds per move
+    start_pose: tuple | None = None           # identified joint order; None: free (Fourier) or mid-range
+    joint_weights: tuple | None = None
+    max_time: float | None = 30.0
+    max_evals: int | None = None
+    seed: int = 0
+    n_samples: int = 100                      # optimisation samples over the trajectory
+    n_constraint: int = 100                   # constraint-grid points (both ends included)
+    check_dt: float = 1e-3                    # dense check step [s]
+    n_evaluation: int = 1000                  # samples for the reported cond / logdet
+    point_rate: float = 100.0                 # trajectory_msgs points per second
+    optimizer_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.family not in FAMILIES:
+            raise TrajectoryError(f"unknown trajectory family {self.family!r}; choose one of {', '.join(FAMILIES)}")
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    trajectory: object
+    spec: DesignSpec
+    limits: LimitSpec
+    cond: float            # on spec.n_evaluation uniform samples
+    logdet: float
+    report: LimitReport
+    optimizer: OptimizerResult
+    base_size: int
+
+    @property
+    def valid(self) -> bool:
+        return self.report.valid
+
+
+def make_parameterisation(spec: DesignSpec, joint_names, limits: LimitSpec) -> Parameterisation:
+    start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
+    if start is not None and start.shape != (len(joint_names),):
+        raise TrajectoryError(f"start pose has {start.shape} entries, expected {len(joint_names)}")
+    if start is not None:
+        b = limits.bounds()
+        bad = [j for k, j in enumerate(joint_names) if not b.lower[k] <= start[k] <= b.upper[k]]
+        if bad:
+            raise TrajectoryError(f"start pose of joint(s) {', '.join(bad)} is outside the position "
+                                  "limits (with margin)")
+    if spec.family == "fourier":
+        return FourierParameters(joint_names, spec.base_frequency, spec.harmonics, start)
+    if start is None:
+        b = limits.bounds()
+        start = 0.5 * (np.where(np.isfinite(b.lower), b.lower, 0.0) + np.where(np.isfinite(b.upper), b.upper, 0.0))
+    if spec.family == "modified_fourier":
+        return ModifiedFourierParameters(joint_names, spec.base_frequency, spec.harmonics, start)
+    if spec.family == "polynomial7":
+        return PolynomialParameters(joint_names, spec.duration, start)
+    return JointMovesParameters(joint_names, start, spec.move_duration)
+
+
+def _tightened(b: Bounds, f: float) -> Bounds:
+    mid = 0.5 * (b.lower + b.upper)
+    half = 0.5 * (b.upper - b.lower) * f
+    return Bounds(mid - half, mid + half, b.velocity * f, b.acceleration * f)
+
+
+def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
+                      problem: ExcitationProblem | None = None) -> DesignResult:
+    from ..base import BaseParameters
+
+    if limits.joint_names != tuple(model.joint_names):
+        raise TrajectoryError("limits and model list different joints")
+    base = base if base is not None else BaseParameters.from_model(model)
+    if problem is None:
+        param = make_parameterisation(spec, model.joint_names, limits)
+        problem = ExcitationProblem(model, base, param, limits, spec.criterion, spec.joint_weights,
+                                    spec.n_samples, spec.n_constraint)
+    param = problem.param
+    opt = make_optimizer(spec.optimizer, **spec.optimizer_options)
+    res = opt.run(problem, Budget(spec.max_evals, spec.max_time), seed=spec.seed)
+    x = res.x
+    start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
+    if start is None and spec.family != "fourier":
+        start = param.start
+    traj = param.build(x)
+    report = check_trajectory(traj, limits, model, spec.check_dt, start)
+    for f in (0.999, 0.995, 0.99, 0.98, 0.95, 0.9):
+        if report.valid:
+            break
+        x = param.repair(x, _tightened(problem.bounds, f), problem._con_off, problem._con_B)
+        traj = param.build(x)
+        report = check_trajectory(traj, limits, model, spec.check_dt, start)
+    if not report.valid:
+        raise TrajectoryError(f"the designed trajectory violates its limits: {report.summary()}")
+    cond, logdet = problem.criterion_report(x, spec.n_evaluation)
+    if not np.array_equal(x, res.x):
+        res = replace(res, x=x)
+    return DesignResult(traj, spec, limits, cond, logdet, report, res, base.size)

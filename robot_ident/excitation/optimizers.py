@@ -1,0 +1,295 @@
+"""Optimisers of the excitation criterion, behind one interface.
+
+    result = OPTIMIZERS[name](**options).run(problem, budget, seed)
+
+All are seeded (same seed, same budget in evaluations -> same result) and return an
+`OptimizerResult` whose ``x`` satisfies the kinematic limits on the problem's
+constraint grid (the designer then checks it densely).
+
+* ``slsqp`` (primary): multi-start SLSQP on log(cond) or -logdet with the exact
+  gradient (criteria.py) and the exact linear limit constraints; each start is a
+  random feasible point; efforts, if limited, are smooth nonlinear constraints.
+* ``ga``, ``pso``: pymoo's GA and PSO on the repaired, effort-penalised criterion
+  (the repair is a pymoo `Repair`, so repaired vectors live on in the population).
+* ``qga``: quantum genetic algorithm of source B, written here (no library has it).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TrajectoryError
+from .problem import Budget, BudgetExhausted, ExcitationProblem
+
+
+@dataclass
+class OptimizerResult:
+    optimizer: str
+    x: np.ndarray
+    f: float                      # objective (log cond or -logdet) at the optimisation samples
+    initial_f: float              # best objective of the starting point / population
+    n_evals: int
+    wall_time: float
+    history: list = field(default_factory=list)    # (evals, seconds, best f)
+    info: dict = field(default_factory=dict)
+
+
+class _Tracker:
+    """Best feasible point so far and the convergence history."""
+
+    def __init__(self, problem: ExcitationProblem):
+        self.problem = problem
+        self.best_f = np.inf
+        self.best_x = None
+        self.initial_f = None
+        self.history = []
+
+    def offer(self, f, x):
+        if self.initial_f is None:
+            self.initial_f = float(f)
+        if f < self.best_f:
+            self.best_f, self.best_x = float(f), np.array(x, dtype=float)
+        self.history.append((self.problem.n_evals, self.problem.elapsed, self.best_f))
+
+    def result(self, name, info=None) -> OptimizerResult:
+        if self.best_x is None:
+            raise TrajectoryError(f"optimiser {name!r} evaluated no feasible point within its budget")
+        return OptimizerResult(name, self.best_x, self.best_f, self.initial_f, self.problem.n_evals,
+                               self.problem.elapsed, self.history, info or {})
+
+
+class Optimizer:
+    name = ""
+
+    def run(self, problem: ExcitationProblem, budget: Budget, seed: int = 0) -> OptimizerResult:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------
+# Primary: multi-start SLSQP with exact gradients and linear constraints
+# ------------------------------------------------------------------------------
+class MultiStartSLSQP(Optimizer):
+    name = "slsqp"
+
+    def __init__(self, maxiter: int = 200, ftol: float = 1e-7, feas_tol: float = 1e-6):
+        self.maxiter, self.ftol, self.feas_tol = int(maxiter), float(ftol), float(feas_tol)
+
+    def run(self, problem, budget, seed=0):
+        from scipy.optimize import minimize
+
+        rng = np.random.default_rng(seed)
+        problem.start(budget)
+        tr = _Tracker(problem)
+        A, b = problem.linear_constraints_cached
+        cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
+        if problem.effort_bound is not None:
+            cons.append({"type": "ineq", "fun": lambda x: problem.effort_constraints(x)[0],
+                         "jac": lambda x: problem.effort_constraints(x)[1]})
+        lo, hi = problem.box
+        span = np.maximum(hi - lo, 1e-12)
+        starts = 0
+        try:
+            while not problem.exhausted():
+                x0 = problem.random_start(rng)
+                starts += 1
+                f0 = problem.value(x0)
+                if problem.effort_excess(x0) == 0:
+                    tr.offer(f0, x0)
+                best_run = {"f": np.inf, "x": None}
+
+                # Optimise in box-normalised variables for a well-scaled QP.
+                def fun(z):
+                    x = lo + span * z
+                    f, g = problem.value_and_grad(x)
+                    if np.isfinite(f) and f < best_run["f"] and self._feasible(problem, x, A, b):
+                        best_run.update(f=f, x=x.copy())
+                        if f < tr.best_f:
+                            tr.history.append((problem.n_evals, problem.elapsed, float(f)))
+                    if not np.isfinite(f):
+                        return 1e6, np.zeros_like(z)
+                    return f, g * span
+
+                zcons = [{"type": "ineq", "fun": (lambda z, c=c: c["fun"](lo + span * z)),
+                          "jac": (lambda z, c=c: c["jac"](lo + span * z) * span)} for c in cons]
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        minimize(fun, (x0 - lo) / span, jac=True, method="SLSQP", constraints=zcons,
+                                 options={"maxiter": self.maxiter, "ftol": self.ftol})
+                finally:
+                    if best_run["x"] is not None:
+                        xr = problem.repair(best_run["x"])
+                        tr.offer(best_run["f"] if np.array_equal(xr, best_run["x"]) else
+                                 self._value_free(problem, xr), xr)
+        except BudgetExhausted:
+            pass
+        return tr.result(self.name, {"starts": starts})
+
+    def _feasible(self, problem, x, A, b) -> bool:
+        if (A @ x - b).max() > self.feas_tol:
+            return False
+        return problem.effort_bound is None or problem.effort_excess(x) == 0
+
+    @staticmethod
+    def _value_free(problem, x):
+        """Objective without touching the budget (bookkeeping of an already-found point)."""
+        q, qd, qdd = problem.states(x)
+        from .criteria import objective_value
+        return objective_value(problem.evaluator.base_regressor(q, qd, qdd), problem.criterion,
+                               len(problem.t_opt))
+
+
+# ------------------------------------------------------------------------------
+# pymoo GA and PSO
+# ------------------------------------------------------------------------------
+def _pymoo_problem(problem: ExcitationProblem):
+    from pymoo.core.problem import Problem
+    from pymoo.core.repair import Repair
+
+    class _P(Problem):
+        def __init__(self):
+            lo, hi = problem.box
+            super().__init__(n_var=len(lo), n_obj=1, xl=lo, xu=hi)
+
+        def _evaluate(self, X, out, *args, **kwargs):
+            F = np.empty(len(X))
+            for i, x in enumerate(X):
+                try:
+                    F[i], _ = problem.fitness(x)
+                except BudgetExhausted:
+                    F[i] = np.inf
+            out["F"] = F[:, None]
+
+    class _R(Repair):
+        def _do(self, _problem, X, **kwargs):
+            return np.array([problem.repair(x) for x in X])
+
+    return _P(), _R()
+
+
+class _PymooOptimizer(Optimizer):
+    pop_size = 40
+
+    def _algorithm(self, repair):
+        raise NotImplementedError
+
+    def run(self, problem, budget, seed=0):
+        pp, repair = _pymoo_problem(problem)
+        algorithm = self._algorithm(repair)
+        problem.start(budget)
+        tr = _Tracker(problem)
+        algorithm.setup(pp, termination=("n_gen", 10 ** 9), seed=seed, verbose=False)
+        gen = 0
+        while algorithm.has_next() and not problem.exhausted():
+            algorithm.next()          # the first call evaluates the initial population
+            pop = algorithm.pop
+            F = pop.get("F")[:, 0]
+            i = int(np.argmin(F))
+            if np.isfinite(F[i]) and F[i] < 1e5:
+                tr.offer(float(F[i]), pop.get("X")[i])
+            gen += 1
+        opt = algorithm.opt
+        if opt is not None and len(opt) and np.isfinite(opt.get("F")[0, 0]) and opt.get("F")[0, 0] < 1e5:
+            tr.offer(float(opt.get("F")[0, 0]), opt.get("X")[0])
+        return tr.result(self.name, {"generations": gen, "pop_size": self.pop_size})
+
+
+class PymooGA(_PymooOptimizer):
+    name = "ga"
+
+    def __init__(self, pop_size: int = 40):
+        self.pop_size = int(pop_size)
+
+    def _algorithm(self, repair):
+        from pymoo.algorithms.soo.nonconvex.ga import GA
+        return GA(pop_size=self.pop_size, repair=repair, eliminate_duplicates=True)
+
+
+class PymooPSO(_PymooOptimizer):
+    name = "pso"
+
+    def __init__(self, pop_size: int = 40):
+        self.pop_size = int(pop_size)
+
+    def _algorithm(self, repair):
+        from pymoo.algorithms.soo.nonconvex.pso import PSO
+        return PSO(pop_size=self.pop_size, repair=repair)
+
+
+# ------------------------------------------------------------------------------
+# Quantum genetic algorithm (source B)
+# ------------------------------------------------------------------------------
+class QuantumGA(Optimizer):
+    """Quantum genetic algorithm (Han & Kim style, as source B uses it).
+
+    * Encoding: each of the K variables is ``bits`` qubits; qubit i of individual p is
+      the angle theta (amplitudes alpha = cos theta, beta = sin theta), all starting
+      at pi/4 (equal superposition).
+    * Observation: bit = 1 where a uniform random number is < beta^2 = sin^2 theta;
+      the bit string decodes to lo + (hi - lo) * integer / (2^bits - 1) per variable.
+    * Evaluation: the repaired, effort-penalised criterion (`ExcitationProblem.fitness`).
+    * Update: the rotation gate turns every qubit whose observed bit differs from the
+      best individual's bit by ``delta`` toward that bit (theta up for 1, down for 0),
+      when the individual is worse than the best; angles stay in
+      [eps, pi/2 - eps] so no qubit collapses for good.
+    * Elitism: the best observed solution is kept across generations.
+    * Optional quantum NOT-gate mutation (swap alpha and beta) with probability ``p_mut``.
+    """
+
+    name = "qga"
+
+    def __init__(self, pop_size: int = 20, bits: int = 12, delta: float = 0.02 * np.pi,
+                 eps: float = 0.02, p_mut: float = 0.01):
+        self.pop_size, self.bits = int(pop_size), int(bits)
+        self.delta, self.eps, self.p_mut = float(delta), float(eps), float(p_mut)
+
+    def run(self, problem, budget, seed=0):
+        rng = np.random.default_rng(seed)
+        problem.start(budget)
+        tr = _Tracker(problem)
+        lo, hi = problem.box
+        K, m, P = len(lo), self.bits, self.pop_size
+        weights = 2.0 ** np.arange(m - 1, -1, -1)
+        theta = np.full((P, K, m), np.pi / 4)
+        best_bits, best_f = None, np.inf
+        gen = 0
+        try:
+            while not problem.exhausted():
+                bits = (rng.random((P, K, m)) < np.sin(theta) ** 2)
+                X = lo + (hi - lo) * (bits @ weights) / (2.0 ** m - 1)
+                F = np.empty(P)
+                for p in range(P):
+                    F[p], xr = problem.fitness(X[p])
+                    if F[p] < best_f:
+                        best_f, best_bits = F[p], bits[p].copy()
+                    tr.offer(F[p], xr)
+                if gen == 0:
+                    tr.initial_f = float(F.min())
+                # Rotation toward the best individual's bits, for individuals worse than it.
+                worse = F > best_f
+                differ = bits != best_bits[None]
+                move = differ & worse[:, None, None]
+                direction = np.where(best_bits[None], 1.0, -1.0)
+                theta = theta + self.delta * direction * move
+                # Quantum NOT gate: theta -> pi/2 - theta.
+                flip = rng.random(theta.shape) < self.p_mut
+                theta = np.where(flip, np.pi / 2 - theta, theta)
+                theta = np.clip(theta, self.eps, np.pi / 2 - self.eps)
+                gen += 1
+        except BudgetExhausted:
+            pass
+        return tr.result(self.name, {"generations": gen, "pop_size": P, "bits": m})
+
+
+OPTIMIZERS = {"slsqp": MultiStartSLSQP, "ga": PymooGA, "pso": PymooPSO, "qga": QuantumGA}
+
+
+def make_optimizer(name: str, **options) -> Optimizer:
+    try:
+        cls = OPTIMIZERS[name]
+    except KeyError:
+        raise TrajectoryError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}") from None
+    return cls(**options)
