@@ -10,7 +10,7 @@ Rules, in the order they are applied to each stream:
 1. Columns are matched by joint name, never by position in the message. A joint
    that appears in no message of a stream is an error naming the joint and topic.
 2. Time jumps: a step *back* in header stamp larger than ``jump_back_s`` (default:
-   the gap limit) in arrival order means the source restarted (a bag played in a
+   the larger of the gap limit and 0.5 s) in arrival order means the source restarted (a bag played in a
    loop, a simulator reset). The stream is cut into *passes* there; pass k of one
    stream is joined with pass k of the other, and each pass gives its own segments.
 3. Non-finite values (joint_state_broadcaster publishes NaN for interfaces a joint
@@ -180,7 +180,7 @@ class JointStream:
 class SyncOptions:
     rate_hz: float | None = None        # None: the faster stream's median rate
     max_gap_s: float | None = None      # None: 5 median periods of the slower stream
-    jump_back_s: float | None = None    # None: max_gap_s
+    jump_back_s: float | None = None    # None: max(max_gap_s, 0.5 s)
     min_segment_s: float = 0.0
     min_samples: int = 3
     use_velocity: bool = True
@@ -456,7 +456,8 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     if max_gap < 1.5 * slow_ns / _NS:
         notes.append(f"max_gap_s {max_gap:g} s is below 1.5 periods of the slower stream; most of it "
                      "will be treated as gaps")
-    jump_ns = (opt.jump_back_s if opt.jump_back_s is not None else max_gap) * _NS
+    # A message delivered late steps back a little and is re-sorted; a restart steps back far.
+    jump_ns = (opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)) * _NS
 
     opt_fields = (velocity_field,) if opt.use_velocity else ()
     sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, jump_ns, rs, notes)

@@ -305,3 +305,20 @@ def test_joints_split_across_publishers_is_an_error():
     with pytest.raises(SignalError, match="no message on topic '/joint_states' carries finite position values "
                                           "for all of a, b, c at once"):
         sync(split, ef)
+
+
+def test_message_delivered_late_is_resorted_not_a_time_jump():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    clean = sync(st, ef).segments[0]
+    idx = list(range(len(st)))
+    late = idx.pop(300)
+    idx.insert(325, late)            # arrives 25 messages (50 ms) late
+    idx = np.array(idx)
+    st2 = JointStream.from_arrays(st.topic, st.stamps[idx], st.names,
+                                  position=st.fields["position"][idx], velocity=st.fields["velocity"][idx])
+    res = sync(st2, ef)
+    assert res.report.time_jumps == 0
+    assert res.report.streams["states"].out_of_order == 1
+    assert len(res.segments) == 1
+    assert np.allclose(res.segments[0].q, clean.q, rtol=0, atol=1e-12)
