@@ -181,3 +181,37 @@ def test_wrong_interface_or_joint_names_the_topic(tmp_path, sim, config):
     params["actuators"] = dict(PARAMS["actuators"], wrist={"type": "rotary", "torque_constant": 0.1})
     with pytest.raises(SignalError, match="joint 'wrist' is missing from topic '/joint_states'"):
         read_recordings_from_config(path, config_from_parameters(params, "test"))
+
+
+def test_identification_from_the_bag_matches_the_in_memory_path(tmp_path, config):
+    """Currents are the only effort source, the slide is screw-driven: the base parameters
+    identified from the bag agree with those from the simulator's in-memory recording."""
+    estimation = pytest.importorskip("robot_ident.estimation")
+    from robot_ident.base import BaseParameters
+    from robot_ident.signals import FilterOptions, process
+    model = RobotModel(URDF, JOINTS)
+    truth = JointTruth(np.array([0.05, 0.05, 2.0]), np.array([1.0, 1.5, 20.0]),
+                       np.array([0.5, 0.8, 50.0]), np.array([0.2, -0.3, 5.0]))
+    traj = FourierTrajectory.random_within_limits(JOINTS, model.limits.lower, model.limits.upper,
+                                                  model.limits.velocity, np.array([5.0, 5.0, 1.0]),
+                                                  wf=math.pi / 2, harmonics=5, seed=1)
+    arm = SimulatedArm(URDF, JOINTS, truth)
+    sim = arm.run(traj, duration=12.0, noise=SimNoise(effort_rel_std=0.01, seed=2))
+    base = BaseParameters.from_model(model)
+    phi = base.project(arm.true_parameters(model))
+
+    def identify(rec):
+        return estimation.wls(estimation.build_problem(model, base, process(rec, FilterOptions())))
+
+    mem = identify(sim.recording)
+    write_simulation_bag(tmp_path / "bag", sim, config.actuators, storage="mcap")
+    res = read_recordings_from_config(tmp_path / "bag", config)
+    assert len(res.segments) == 1
+    bag = identify(res.segments[0])
+    # same estimates up to a small fraction of their standard deviation (positions at 500 Hz
+    # are interpolated to the 1 kHz grid, so they are not bit-identical)
+    assert np.max(np.abs(bag.values - mem.values) / mem.std) < 0.5
+    # and therefore the same accuracy against the simulator's truth
+    err_mem = np.median(np.abs(mem.values - phi) / mem.std)
+    err_bag = np.median(np.abs(bag.values - phi) / bag.std)
+    assert err_bag < 1.2 * err_mem + 0.1
