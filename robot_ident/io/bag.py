@@ -16,6 +16,7 @@ in the type store used for writing, so their definitions are stored in the bag.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -245,8 +246,10 @@ def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, s
     rev = list(reversed(all_names))
     rev_idx = [all_names.index(j) for j in rev]
     try:
-        with Writer(p, version=9, storage_plugin=StoragePlugin.SQLITE3 if storage == "sqlite3"
-                    else StoragePlugin.MCAP) as w:
+        kw = {"storage_plugin": StoragePlugin.SQLITE3 if storage == "sqlite3" else StoragePlugin.MCAP}
+        if "version" in inspect.signature(Writer).parameters:   # required keyword since rosbags 0.11
+            kw["version"] = 9
+        with Writer(p, **kw) as w:
             c_js = w.add_connection(joint_states_topic, JOINT_STATE, typestore=ts)
             c_cur = None
             if current_source == "dynamic_joint_states":
