@@ -115,6 +115,7 @@ class JointStreamCollector:
             raise ValueError("a dynamic_joint_state stream needs the interface name")
         self.topic, self.kind, self.interface = topic, kind, interface
         self._stamps: list[int] = []
+        self._received: list[int] = []
         self._names: list[tuple[str, ...]] = []
         self._interned: dict[tuple[str, ...], tuple[str, ...]] = {}
         if kind == "joint_state":
@@ -128,7 +129,10 @@ class JointStreamCollector:
     def _intern(self, names: tuple[str, ...]) -> tuple[str, ...]:
         return self._interned.setdefault(names, names)
 
-    def add(self, msg) -> None:
+    def add(self, msg, received_ns: int | None = None) -> None:
+        """Append a message; `received_ns` is its receive (bag log) time, if known."""
+        if received_ns is not None:
+            self._received.append(int(received_ns))
         if self.kind == "joint_state":
             a = joint_state_arrays(msg)
             self._stamps.append(a.stamp_ns)
@@ -144,6 +148,8 @@ class JointStreamCollector:
 
     def stream(self) -> JointStream:
         stamps = np.asarray(self._stamps, dtype=np.int64)
+        received = (np.asarray(self._received, dtype=np.int64)
+                    if self._received and len(self._received) == len(self._stamps) else None)
         if len(self._interned) == 1 and all(
                 all(len(v) == len(self._names[0]) for v in vals) for vals in self._fields.values()):
             # every message lists the same joints with full arrays: use matrices
@@ -151,9 +157,9 @@ class JointStreamCollector:
             fields = {}
             for f, vals in self._fields.items():
                 fields[f] = np.vstack(vals) if vals else np.zeros((0, len(names)))
-            return JointStream(self.topic, stamps, names, fields)
+            return JointStream(self.topic, stamps, names, fields, received)
         fields = {f: [v for v in vals] for f, vals in self._fields.items()}
-        return JointStream(self.topic, stamps, list(self._names), fields)
+        return JointStream(self.topic, stamps, list(self._names), fields, received)
 
 
 def joint_state_message(JointState, Header, Time, stamp: int, names: Sequence[str],

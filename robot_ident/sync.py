@@ -62,25 +62,33 @@ class JointStream:
     -> either a list of 1-D arrays, one per message, aligned with that message's
     names (an empty array means "field not published"), or, when ``names`` is a
     single tuple, an (M, len(names)) array.
+    ``received``: optional receive times (the bag's log times), int64 ns; used only
+    when the publisher leaves every header stamp equal (often zero).
     """
 
     topic: str
     stamps: np.ndarray
     names: Sequence
     fields: dict
+    received: np.ndarray | None = None
 
-    def __post_init__(self):
-        s = np.asarray(self.stamps)
+    def _ns(self, x, label: str) -> np.ndarray:
+        s = np.asarray(x)
         if s.ndim != 1:
-            raise SignalError(f"topic {self.topic!r}: stamps must be one-dimensional, got shape {s.shape}")
+            raise SignalError(f"topic {self.topic!r}: {label} must be one-dimensional, got shape {s.shape}")
         if s.dtype.kind == "f":
             if not np.isfinite(s).all():
-                raise SignalError(f"topic {self.topic!r}: {int((~np.isfinite(s)).sum())} stamps are not finite")
-            s = np.round(s * _NS).astype(np.int64)
-        else:
-            s = s.astype(np.int64)
-        self.stamps = s
+                raise SignalError(f"topic {self.topic!r}: {int((~np.isfinite(s)).sum())} {label} are not finite")
+            return np.round(s * _NS).astype(np.int64)
+        return s.astype(np.int64)
+
+    def __post_init__(self):
+        s = self.stamps = self._ns(self.stamps, "stamps")
         M = s.size
+        if self.received is not None:
+            self.received = self._ns(self.received, "receive times")
+            if self.received.size != M:
+                raise SignalError(f"topic {self.topic!r}: {self.received.size} receive times for {M} stamps")
         if len(self.names) > 0 and isinstance(self.names[0], str):
             self.names = tuple(self.names)
             self._shared = True
@@ -140,7 +148,8 @@ class JointStream:
             else:
                 fields[k] = [v[i] for i in idx]
         names = self.names if self._shared else [self.names[i] for i in idx]
-        return JointStream(self.topic, self.stamps[idx], names, fields)
+        return JointStream(self.topic, self.stamps[idx], names, fields,
+                           None if self.received is None else self.received[idx])
 
     def matrix(self, field_name: str, joints: Sequence[str]) -> np.ndarray:
         """(M, len(joints)) values of one field, NaN where a message lacks the joint or the field."""
@@ -430,6 +439,22 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
                               f"{', '.join(sorted(s.joint_set()))}")
         if r.foreign:
             s = s.select(mine)
+            if role == "states":
+                states = s
+            else:
+                efforts = s
+
+    # Publishers that leave header.stamp unset: fall back on the receive times if known.
+    for role in ("states", "efforts"):
+        s = states if role == "states" else efforts
+        if len(s) >= 2 and (s.stamps == s.stamps[0]).all():
+            if s.received is None:
+                raise SignalError(f"topic {s.topic!r}: all {len(s)} header stamps are equal "
+                                  f"({s.stamps[0]} ns): the publisher does not fill header.stamp, and no "
+                                  "receive times are known")
+            notes.append(f"topic {s.topic!r} leaves header.stamp unset (all {s.stamps[0]} ns); "
+                         "using the receive times, which carry the transport's latency jitter")
+            s = JointStream(s.topic, s.received, s.names, s.fields, s.received)
             if role == "states":
                 states = s
             else:

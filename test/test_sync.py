@@ -322,3 +322,17 @@ def test_message_delivered_late_is_resorted_not_a_time_jump():
     assert res.report.streams["states"].out_of_order == 1
     assert len(res.segments) == 1
     assert np.allclose(res.segments[0].q, clean.q, rtol=0, atol=1e-12)
+
+
+def test_unset_header_stamps_fall_back_on_receive_times():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    clean = sync(st, ef).segments[0]
+    zero = JointStream.from_arrays(st.topic, np.zeros(len(st), dtype=np.int64), st.names,
+                                   position=st.fields["position"], velocity=st.fields["velocity"])
+    with pytest.raises(SignalError, match="'/joint_states': all 1000 header stamps are equal .*does not fill"):
+        sync(zero, ef)
+    zero.received = st.stamps.copy()
+    res = sync(zero, ef)
+    assert any("header.stamp unset" in n for n in res.report.notes)
+    assert np.allclose(res.segments[0].q, clean.q, rtol=0, atol=1e-12)

@@ -126,8 +126,8 @@ def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str
             collectors[topic] = JointStreamCollector(topic, kind, interface)
             conns += by_topic[topic]
         deser = reader.deserialize
-        for conn, _, raw in reader.messages(connections=conns):
-            collectors[conn.topic].add(deser(raw, conn.msgtype))
+        for conn, log_ns, raw in reader.messages(connections=conns):
+            collectors[conn.topic].add(deser(raw, conn.msgtype), log_ns)
         return {t: c.stream() for t, c in collectors.items()}
     except RobotIdentError:
         raise
