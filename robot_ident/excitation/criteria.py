@@ -84,6 +84,9 @@ class RegressorEvaluator:
             raise TrajectoryError(f"joint weights must be {self.n} positive numbers, got {w}")
         self.weights = w
         self.h = float(fd_step)
+        lay = model.layout
+        self._coulomb_cols = (np.array([lay.index(f"{j}.Fc") for j in model.joint_names])
+                              if "Fc" in lay.actuator_symbols else None)
         # Fast path: when the reduced Pinocchio model has exactly the identified 1-DOF
         # joints with nq == nv (no continuous joints), call Pinocchio directly.
         pm = model.model
@@ -140,6 +143,13 @@ class RegressorEvaluator:
         Y = Yall[:, 0]
         dY = Yall[:, 1:] - Y[:, None]
         dY[:, :2 * n] /= h
+        # The Coulomb column tanh(qd / v_s) is too curved for a forward difference near
+        # qd = 0: use its exact derivative (the other actuator columns are affine).
+        if self._coulomb_cols is not None:
+            vs = self.model.friction.coulomb_velocity_scale
+            th = np.tanh(qd / vs)
+            j = np.arange(n)
+            dY[:, n + j, j, self._coulomb_cols] = (1.0 - th * th) / vs
         return Y, dY
 
     def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None):

@@ -55,6 +55,7 @@ class _Tracker:
         self.history.append((self.problem.n_evals, self.problem.elapsed, self.best_f))
 
     def result(self, name, info=None) -> OptimizerResult:
+        self.problem.release()
         if self.best_x is None:
             raise TrajectoryError(f"optimiser {name!r} evaluated no feasible point within its budget")
         return OptimizerResult(name, self.best_x, self.best_f, self.initial_f, self.problem.n_evals,

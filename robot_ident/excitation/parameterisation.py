@@ -108,7 +108,9 @@ class Parameterisation:
             lo = np.where(exc_q < 0, (bounds.lower - base_q) / exc_q, np.inf)
             s_anchor = np.minimum(up.min(0), lo.min(0))
         s_pos = np.where(has_off, s_range, s_anchor)
-        s = np.clip(np.minimum.reduce([np.ones(n), s_v, s_a, s_pos]) * shrink, 0.0, 1.0)
+        s_raw = np.minimum.reduce([s_v, s_a, s_pos])
+        # Idempotent: a joint already inside its limits (s_raw >= 1) is left alone.
+        s = np.where(s_raw >= 1.0, 1.0, np.clip(s_raw * shrink, 0.0, 1.0))
         x = np.where(scal, x * s[self.var_joint], x)
         # Offsets: centre each floating joint's curve inside the range if it sticks out.
         for j in np.flatnonzero(has_off):

@@ -76,6 +76,10 @@ class ExcitationProblem:
         self.n_evals = 0
         self._t0 = time.perf_counter()
 
+    def release(self):
+        """End the budget (the counter keeps its value); later evaluations are free."""
+        self._budget = None
+
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self._t0
