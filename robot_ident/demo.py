@@ -23,7 +23,7 @@ from .base import BaseParameters
 from .errors import ModelError
 from .estimation import IdentificationResult
 from .excitation import FourierTrajectory
-from .io.results import result_to_dict, write_result_yaml
+from .io.results import result_to_dict, write_identified_urdf, write_result_yaml
 from .io.urdf_export import write_parameters
 from .model import RobotModel
 from .pipeline import IdentificationSettings, base_parameters, identify, validate_result
@@ -155,6 +155,7 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
                 "stage_seconds": {k: round(v, 4) for k, v in progress.timings.items()},
             }}
             write_result_yaml(out, result_to_dict(result, cad, validation, extra))
+            write_identified_urdf(out, cad, result)
             if plots:
                 pred_id = result.predict(cad, ident_data.q, ident_data.qd, ident_data.qdd)
                 plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred_id,
@@ -187,5 +188,8 @@ def format_summary(o: DemoOutcome) -> str:
               "no well-determined base parameter",
               "stage wall time: " + ", ".join(f"{k} {t:.2f} s" for k, t in o.timings.items())]
     if o.output is not None:
-        lines.append(f"result folder: {o.output}/ (result.yaml, identification_efforts.png, validation_efforts.png)")
+        files = ["result.yaml", "identification_efforts.png", "validation_efforts.png"]
+        if (o.output / "identified.urdf").exists():
+            files.insert(1, "identified.urdf")
+        lines.append(f"result folder: {o.output}/ ({', '.join(files)})")
     return "\n".join(lines)

@@ -20,5 +20,6 @@ def test_bad_input_gives_one_line_and_status_2(tmp_path):
                            "--output", str(tmp_path / "x"), "--quiet"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "robot-ident demo: error: unknown identification method 'magic'; available: ols, wls"]
+        "robot-ident demo: error: unknown identification method 'magic'; available: "
+        "ols, physical, rls, robust, sobol-ga, wls"]
     assert not (tmp_path / "x").exists()

@@ -1,6 +1,30 @@
-"""Estimators of base parameters behind one interface: f(problem) -> IdentificationResult."""
-from .least_squares import ESTIMATORS, ols, wls
-from .problem import IdentificationProblem, build_problem
-from .result import IdentificationResult
+"""Estimators behind one interface: estimator(problem, **options) -> IdentificationResult.
 
-__all__ = ["ESTIMATORS", "IdentificationProblem", "IdentificationResult", "build_problem", "ols", "wls"]
+| name      | what                                                      | parameters   |
+|-----------|-----------------------------------------------------------|--------------|
+| ols       | ordinary least squares                                    | base         |
+| wls       | weighted least squares, per-joint noise (default)         | base         |
+| robust    | IRLS with a Cauchy loss, for outliers and stick-slip      | base         |
+| rls       | recursive least squares (online), forgetting factor 1     | base         |
+| physical  | log-Cholesky, every body physically consistent, CAD prior | standard     |
+| sobol-ga  | source A: Sobol classes, GA on high-sensitivity + friction| standard     |
+"""
+from .least_squares import ols, wls
+from .physical import physically_consistent
+from .problem import IdentificationProblem, build_problem
+from .recursive import RecursiveLeastSquares, recursive_estimate
+from .result import IdentificationResult
+from .robust import irls
+from .sensitivity_ga import sensitivity_ga
+
+ESTIMATORS = {
+    "ols": ols,
+    "wls": wls,
+    "robust": irls,
+    "rls": recursive_estimate,
+    "physical": physically_consistent,
+    "sobol-ga": sensitivity_ga,
+}
+
+__all__ = ["ESTIMATORS", "IdentificationProblem", "IdentificationResult", "RecursiveLeastSquares",
+           "build_problem", "irls", "ols", "physically_consistent", "recursive_estimate", "sensitivity_ga", "wls"]

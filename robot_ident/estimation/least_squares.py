@@ -111,5 +111,3 @@ def _result(method, problem, x, cov, cond, rms, sigma) -> IdentificationResult:
                                 condition_number=cond, n_samples=problem.n_samples, n_rows=problem.n_rows,
                                 joint_names=problem.joint_names, residual_rms=rms, joint_sigma=sigma)
 
-
-ESTIMATORS = {"ols": ols, "wls": wls}

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..base import BaseParameters
 from ..errors import IdentificationError
-from ..model import RobotModel
+from ..model import ParameterLayout, RobotModel
 from ..signals import ProcessedData
 
 
@@ -22,6 +22,11 @@ class IdentificationProblem:
     param_names: tuple[str, ...]
     n_samples: int             # samples before masking
     base: BaseParameters
+    # For estimators working on standard parameters (physically consistent, GA):
+    W_standard: np.ndarray | None = None   # (M, n_std) standard regressor rows
+    layout: ParameterLayout | None = None
+    prior: np.ndarray | None = None         # CAD standard parameters (URDF nominal)
+    sample_of_row: np.ndarray | None = None  # (M,) sample index of each row
 
     @property
     def n_rows(self) -> int:
@@ -42,15 +47,18 @@ def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,
         raise IdentificationError(f"data joints {data.joint_names} differ from the model's {model.joint_names}")
     if tuple(base.standard_names) != tuple(model.layout.names):
         raise IdentificationError("base parameters were computed for a different parameter layout")
-    W = base.regressor(model.regressor(data.q, data.qd, data.qdd))
+    Ws = model.regressor(data.q, data.qd, data.qdd)
     y = data.effort.reshape(-1)
     joint = np.tile(np.arange(model.n), data.n_samples)
+    sample = np.repeat(np.arange(data.n_samples), model.n)
     if moving_threshold is not None:
         keep = data.moving_mask(moving_threshold, reversal_guard_s).reshape(-1)
-        W, y, joint = W[keep], y[keep], joint[keep]
+        Ws, y, joint, sample = Ws[keep], y[keep], joint[keep], sample[keep]
+    W = base.regressor(Ws)
     for k, name in enumerate(model.joint_names):
         if not (joint == k).any():
             raise IdentificationError(
                 f"joint {name!r} has no sample moving faster than {moving_threshold} "
                 "(is it moving at all?)")
-    return IdentificationProblem(W, y, joint, model.joint_names, base.names, data.n_samples, base)
+    return IdentificationProblem(W, y, joint, model.joint_names, base.names, data.n_samples, base,
+                                 Ws, model.layout, model.nominal.copy(), sample)

@@ -23,6 +23,9 @@ class IdentificationResult:
     residual_rms: np.ndarray      # (n,) per joint, on the identification rows
     joint_sigma: np.ndarray       # (n,) per-joint effort noise estimate used for weights
     extra: dict = field(default_factory=dict)
+    # Full standard parameters when the estimator produces them (physically consistent,
+    # sensitivity + GA); None for base-parameter estimators (OLS, WLS, robust, RLS).
+    standard_values: np.ndarray | None = None
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -58,6 +58,15 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
             "rank_tol": float(base.rank_tol),
         },
     }
+    if result.standard_values is not None:
+        from .urdf_export import body_is_physical
+        theta = result.standard_values
+        layout = model.layout
+        d["standard_parameters"] = {
+            "values": {n: float(v) for n, v in zip(layout.names, theta)},
+            "physically_consistent": {b: body_is_physical(theta[layout.inertial_slice(b)])[0]
+                                      for b in layout.body_joints},
+        }
     if validation is not None:
         d["validation"] = {"moving_threshold": validation.moving_threshold,
                            "joints": validation.as_dict()}
@@ -69,6 +78,21 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
 def write_result_yaml(folder: str | Path, data: dict) -> Path:
     text = yaml.safe_dump(data, sort_keys=False, width=1000)
     return atomic_write_text(Path(folder) / "result.yaml", text)
+
+
+def write_identified_urdf(folder: str | Path, model, result: IdentificationResult) -> Path | None:
+    """identified.urdf from the estimator's standard parameters (bodies that are not
+    physically consistent keep their CAD values and are listed in a comment), or None
+    when the estimator only produced base parameters."""
+    if result.standard_values is None:
+        return None
+    from .urdf_export import write_parameters
+    xml, report = write_parameters(model, result.standard_values)
+    note = (f"<!-- identified by robot_ident ({result.method}); bodies written: {', '.join(report.written)}"
+            + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
+               if report.kept_cad else "") + " -->\n")
+    head, sep, body = xml.partition("\n")
+    return atomic_write_text(Path(folder) / "identified.urdf", head + sep + note + body)
 
 
 def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, np.ndarray]:

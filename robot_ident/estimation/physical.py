@@ -1,0 +1,229 @@
+"""Physically consistent estimation through the log-Cholesky parameterisation.
+
+A body is physically consistent iff its 4x4 pseudo-inertia
+
+    J = [[Sigma, h], [h^T, m]],  Sigma = 0.5 tr(I) 1 - I,  h = m c   (I about the frame origin)
+
+is positive definite (positive mass, and an inertia about the centre of mass that is
+positive definite and satisfies the triangle inequalities). Writing J = U U^T with
+
+    U = e^a [[e^d1, s12, s13, t1],
+             [0,    e^d2, s23, t2],
+             [0,    0,    e^d3, t3],
+             [0,    0,    0,    1 ]]
+
+every real vector eta = (a, d1, d2, d3, s12, s23, s13, t1, t2, t3) gives a physical
+body and every physical body has such an eta (Rucker & Wensing, 2022). So the
+identification becomes an unconstrained nonlinear least-squares problem in eta,
+solved with scipy.optimize.least_squares (trust region reflective, analytic
+Jacobian); armature, Coulomb and viscous friction get lower bounds of zero, offsets
+are free.
+
+The map is written here, vectorised over bodies with its Jacobian, because
+Pinocchio only has it from 3.3 on (``pin.LogCholeskyParameters``) and we support
+older Pinocchio 3 from ROS; the tests check it against Pinocchio's where present.
+
+Cost: || S^-1 (W theta(eta) - y) ||^2 + prior_weight * || (theta - theta_cad) / scale ||^2,
+with S the per-joint noise levels of a WLS pass. The data are first compressed by a
+QR decomposition of the weighted standard regressor (n_std rows instead of M), so
+each iteration costs O(n_std^2). The small prior term decides the directions the data
+cannot see (the regrouped parameters), pulling them toward the URDF's CAD values.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize
+
+from ..errors import IdentificationError
+from .least_squares import _per_joint, wls
+from .problem import IdentificationProblem
+from .result import IdentificationResult
+
+MIN_THICKNESS = 1e-4   # m
+FTOL = 1e-4
+MAX_EXTENT = 10.0      # m
+
+# Parameter order inside eta (kept in one place).
+_A, _D1, _D2, _D3, _S12, _S23, _S13, _T1, _T2, _T3 = range(10)
+
+
+def pseudo_inertia(theta10: np.ndarray) -> np.ndarray:
+    """4x4 pseudo-inertia of one body from [m, mx, my, mz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]."""
+    m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = np.asarray(theta10, float)
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    J = np.zeros((4, 4))
+    J[:3, :3] = 0.5 * np.trace(I) * np.eye(3) - I
+    J[:3, 3] = J[3, :3] = (hx, hy, hz)
+    J[3, 3] = m
+    return J
+
+
+def dynamic_from_pseudo(J: np.ndarray) -> np.ndarray:
+    S = J[:3, :3]
+    I = np.trace(S) * np.eye(3) - S
+    return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
+
+
+def is_physical(theta10: np.ndarray, margin: float = 0.0) -> bool:
+    return bool(np.linalg.eigvalsh(pseudo_inertia(theta10))[0] > margin)
+
+
+def _U(eta: np.ndarray) -> np.ndarray:
+    a, d1, d2, d3, s12, s23, s13, t1, t2, t3 = eta
+    return np.exp(a) * np.array([[np.exp(d1), s12, s13, t1],
+                                 [0.0, np.exp(d2), s23, t2],
+                                 [0.0, 0.0, np.exp(d3), t3],
+                                 [0.0, 0.0, 0.0, 1.0]])
+
+
+def dynamic_from_log_cholesky(eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """theta10 of one body and d theta10 / d eta (10x10)."""
+    U = _U(eta)
+    theta = dynamic_from_pseudo(U @ U.T)
+    jac = np.empty((10, 10))
+    for k in range(10):
+        dU = np.zeros((4, 4))
+        if k == _A:
+            dU = U
+        elif k in (_D1, _D2, _D3):
+            i = k - _D1
+            dU[i, i] = U[i, i]
+        else:
+            i, j = {_S12: (0, 1), _S23: (1, 2), _S13: (0, 2), _T1: (0, 3), _T2: (1, 3), _T3: (2, 3)}[k]
+            dU[i, j] = U[3, 3]   # = e^a
+        dJ = dU @ U.T + U @ dU.T
+        jac[:, k] = dynamic_from_pseudo(dJ)
+    return theta, jac
+
+
+def log_cholesky_from_dynamic(theta10: np.ndarray, min_eig_fraction: float = 1e-6) -> np.ndarray:
+    """eta of one body; an infeasible body is first moved to the nearest feasible one
+    (eigenvalues of the pseudo-inertia clipped to a small positive floor)."""
+    J = pseudo_inertia(theta10)
+    w, V = np.linalg.eigh(J)
+    floor = min_eig_fraction * max(abs(w).max(), 1e-12)
+    if w[0] <= floor:
+        J = (V * np.maximum(w, floor)) @ V.T
+    P = np.eye(4)[::-1]
+    L = np.linalg.cholesky(P @ J @ P)
+    U = P @ L @ P
+    a = np.log(U[3, 3])
+    e = np.exp(a)
+    return np.array([a, np.log(U[0, 0] / e), np.log(U[1, 1] / e), np.log(U[2, 2] / e),
+                     U[0, 1] / e, U[1, 2] / e, U[0, 2] / e, U[0, 3] / e, U[1, 3] / e, U[2, 3] / e])
+
+
+def _parameter_scale(prior: np.ndarray, n_bodies: int) -> np.ndarray:
+    """A typical magnitude per standard parameter, for the prior term."""
+    scale = np.abs(prior).astype(float)
+    for b in range(n_bodies):
+        sl = slice(10 * b, 10 * b + 10)
+        m = max(abs(prior[sl][0]), 1e-3)
+        scale[sl][0] = m
+        scale[10 * b + 1: 10 * b + 4] = np.maximum(scale[10 * b + 1: 10 * b + 4], 0.05 * m)
+        scale[10 * b + 4: 10 * b + 10] = np.maximum(scale[10 * b + 4: 10 * b + 10], 2.5e-3 * m)
+    rest = slice(10 * n_bodies, None)
+    scale[rest] = np.maximum(scale[rest], 0.05)
+    return scale
+
+
+def physically_consistent(problem: IdentificationProblem, prior_weight: float = 1e-3,
+                          max_nfev: int = 1000) -> IdentificationResult:
+    """Standard parameters with every body physically consistent; see the module doc."""
+    if problem.W_standard is None or problem.layout is None or problem.prior is None:
+        raise IdentificationError("physically consistent estimation needs the standard regressor and the "
+                                  "CAD prior (build the problem with build_problem)")
+    layout = problem.layout
+    nb = len(layout.body_joints)
+    n_std = layout.size
+    first = wls(problem)                       # noise levels per joint, and the reference fit
+    sigma = first.joint_sigma
+    w = 1.0 / sigma[problem.joint_of_row]
+    Q, R = np.linalg.qr(problem.W_standard * w[:, None], mode="reduced")
+    z = Q.T @ (problem.y * w)
+    rest_ss = float(np.sum((problem.y * w) ** 2) - z @ z)
+
+    prior = problem.prior
+    scale = _parameter_scale(prior, nb)
+    sqrt_prior = np.sqrt(prior_weight) / scale
+    act = slice(10 * nb, n_std)
+    act_names = layout.names[act]
+    lower_act = np.array([0.0 if n.rsplit(".", 1)[1] in ("Ia", "Fc", "Fv") else -np.inf for n in act_names])
+
+    def unpack(x):
+        theta = np.empty(n_std)
+        dtheta = np.zeros((n_std, n_std))
+        for b in range(nb):
+            sl = slice(10 * b, 10 * b + 10)
+            theta[sl], dtheta[sl, sl] = dynamic_from_log_cholesky(x[sl])
+        theta[act] = x[act]
+        dtheta[act, act] = np.eye(n_std - 10 * nb)
+        return theta, dtheta
+
+    def fun(x):
+        theta, _ = unpack(x)
+        return np.concatenate([R @ theta - z, sqrt_prior * (theta - prior)])
+
+    def jac(x):
+        _, dtheta = unpack(x)
+        return np.vstack([R @ dtheta, sqrt_prior[:, None] * dtheta])
+
+    # Start from the unconstrained minimiser of the same cost (a ridge solution), each body
+    # moved to the nearest physical one: close to the optimum, so few iterations are needed.
+    A = np.vstack([R, np.diag(sqrt_prior)])
+    theta0 = np.linalg.lstsq(A, np.concatenate([z, sqrt_prior * prior]), rcond=None)[0]
+    x0 = np.empty(n_std)
+    for b in range(nb):
+        sl = slice(10 * b, 10 * b + 10)
+        x0[sl] = log_cholesky_from_dynamic(theta0[sl])
+    x0[act] = theta0[act]
+    # Bounds on the exponential coordinates: e^a = sqrt(mass) and e^d_i is a length (the
+    # body's extent along a principal direction of its second moment). Bodies of
+    # 1 mg .. 1000 t that are at least MIN_THICKNESS thick in every direction cover every
+    # real link, and keep the optimum finite when the data push a body to the boundary
+    # of physical consistency (a flat or line-like mass distribution).
+    lb = np.full(n_std, -np.inf)
+    ub = np.full(n_std, np.inf)
+    for b in range(nb):
+        lb[10 * b], ub[10 * b] = 0.5 * np.log(1e-6), 0.5 * np.log(1e6)
+        lb[10 * b + 1: 10 * b + 4] = np.log(MIN_THICKNESS)
+        ub[10 * b + 1: 10 * b + 4] = np.log(MAX_EXTENT)
+    lb[act] = lower_act
+    x0 = np.clip(x0, lb + 1e-9, ub - 1e-9)
+    # The data residuals are normalised to unit noise, so the cost is chi^2 / 2; a relative
+    # change of FTOL (~1e-3 in chi^2 here) is statistically meaningless, and the remaining
+    # slow motion is along nearly flat, prior-only directions of nearly degenerate bodies.
+    sol = optimize.least_squares(fun, x0, jac=jac, bounds=(lb, ub), method="trf", x_scale="jac",
+                                 ftol=FTOL, max_nfev=max_nfev)
+    if sol.status <= 0:
+        raise IdentificationError(f"physically consistent solver did not converge in {max_nfev} evaluations "
+                                  f"({sol.message})")
+    theta, dtheta = unpack(sol.x)
+    for b, body in enumerate(layout.body_joints):
+        if not is_physical(theta[10 * b:10 * b + 10]):
+            raise IdentificationError(f"physically consistent solver returned an infeasible body {body!r}")
+
+    # Uncertainty by linearisation at the solution (data + prior information).
+    Jx = jac(sol.x)
+    M, p = problem.W.shape
+    r_data = R @ theta - z
+    s2 = (float(r_data @ r_data) + rest_ss) / max(M - p, 1)
+    try:
+        cov_x = s2 * np.linalg.pinv(Jx.T @ Jx)
+    except np.linalg.LinAlgError as exc:  # pragma: no cover - pinv rarely fails
+        raise IdentificationError(f"covariance of the physically consistent estimate failed: {exc}") from exc
+    P = problem.base.projection
+    G = P @ dtheta
+    cov = G @ cov_x @ G.T
+    values = P @ theta
+    r = problem.y - problem.W @ values
+    rms, sig = _per_joint(problem, r)
+    res = IdentificationResult(method="physical", base=problem.base, values=values,
+                               std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
+                               condition_number=first.condition_number, n_samples=problem.n_samples,
+                               n_rows=problem.n_rows, joint_names=problem.joint_names, residual_rms=rms,
+                               joint_sigma=sig)
+    res.standard_values = theta
+    res.extra.update({"prior_weight": prior_weight, "solver_status": int(sol.status),
+                      "solver_iterations": int(sol.nfev)})
+    return res
