@@ -91,3 +91,12 @@ def test_simulated_noise_has_the_requested_level(demo_urdf):
     r = arm.run(Hold(), noise=SimNoise(effort_abs_std=np.full(n, 0.05), seed=1))
     measured_noise = np.std(r.recording.effort - r.effort_true, axis=0)
     np.testing.assert_allclose(measured_noise, 0.05, rtol=0.1)
+
+
+def test_panda_with_locked_mimic_fingers_simulates(panda_urdf):
+    from conftest import PANDA_ARM
+    model = RobotModel(panda_urdf, PANDA_ARM)
+    arm = SimulatedArm(model.urdf_xml, PANDA_ARM, JointTruth.zeros(7))
+    assert arm.mj_model.nq == 7 and arm.mj_model.neq == 0
+    theta = arm.true_parameters(model)
+    np.testing.assert_allclose(theta[:70], model.nominal[:70])

@@ -8,7 +8,10 @@
 | rls       | recursive least squares (online), forgetting factor 1     | base         |
 | physical  | log-Cholesky, every body physically consistent, CAD prior | standard     |
 | sobol-ga  | source A: Sobol classes, GA on high-sensitivity + friction| standard     |
+| sobol-ls  | the same classes and objective solved exactly (bounded LS)| standard     |
 """
+from functools import partial
+
 from .least_squares import ols, wls
 from .physical import physically_consistent
 from .problem import IdentificationProblem, build_problem
@@ -24,6 +27,7 @@ ESTIMATORS = {
     "rls": recursive_estimate,
     "physical": physically_consistent,
     "sobol-ga": sensitivity_ga,
+    "sobol-ls": partial(sensitivity_ga, solver="ls"),
 }
 
 __all__ = ["ESTIMATORS", "IdentificationProblem", "IdentificationResult", "RecursiveLeastSquares",

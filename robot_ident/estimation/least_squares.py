@@ -7,8 +7,8 @@ and solved again; C = s^2 (W^T S^-2 W)^-1 with s^2 the weighted residual varianc
 (close to 1 when the noise model is right). Relative standard deviations are
 100 * std / |x| percent (source D).
 
-Solves use the SVD of the column-scaled matrix, so the covariance is computed
-without forming W^T W, and a rank-deficient matrix is refused with the names of the
+Solves use a QR of the column-scaled matrix and an SVD of its small R factor, so the
+covariance is computed without forming W^T W, and a rank-deficient matrix is refused with the names of the
 parameters the data cannot separate.
 """
 from __future__ import annotations
@@ -37,15 +37,18 @@ def _check(problem: IdentificationProblem) -> None:
 
 
 def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Least squares by SVD of the column-scaled matrix; returns x, (W^T W)^-1, residual, cond."""
+    """Least squares via a QR of the column-scaled [W y] (only R is kept, so memory stays
+    at one copy of W) and an SVD of the small R; returns x, (W^T W)^-1, residual, cond(W)."""
     norms = np.linalg.norm(W, axis=0)
     zero = norms == 0
     if zero.any():
         listed = ", ".join(repr(names[i]) for i in np.flatnonzero(zero)[:6])
         raise IdentificationError(f"the data do not excite base parameter(s) {listed}: their regressor "
                                   "columns are zero on the kept samples")
-    Ws = W / norms
-    U, s, Vt = np.linalg.svd(Ws, full_matrices=False)
+    p = W.shape[1]
+    Raug = np.linalg.qr(np.column_stack([W / norms, y]), mode="r")
+    R, c = Raug[:p, :p], Raug[:p, p]
+    U, s, Vt = np.linalg.svd(R)
     if s[-1] < RANK_TOL * s[0]:
         v = Vt[-1]
         worst = np.argsort(-np.abs(v))[:4]
@@ -53,12 +56,10 @@ def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray,
         raise IdentificationError(
             f"the identification matrix is rank deficient (scaled condition number {s[0] / s[-1]:.3g}); "
             f"the data cannot separate {listed}. Use a richer excitation or fix these parameters")
-    xs = Vt.T @ ((U.T @ y) / s)
-    x = xs / norms
-    inv_scaled = (Vt.T / s ** 2) @ Vt
-    inv = inv_scaled / np.outer(norms, norms)
+    x = (Vt.T @ ((U.T @ c) / s)) / norms
+    inv = ((Vt.T / s ** 2) @ Vt) / np.outer(norms, norms)
     r = y - W @ x
-    sv = np.linalg.svd(W, compute_uv=False)
+    sv = np.linalg.svd(R * norms, compute_uv=False)     # singular values of W = Q R diag(norms)
     return x, inv, r, float(sv[0] / sv[-1])
 
 

@@ -118,8 +118,13 @@ class SimulatedArm:
                 raise ModelError(f"simulated joint truth {label!r} must have {n} entries")
 
         spec = mujoco.MjSpec.from_string(mujoco_ready_urdf(self.truth_model.urdf_xml))
+        removed = {j.name for j in spec.joints if j.name not in self.joint_names}
+        # Equalities (URDF <mimic> becomes one) that refer to a removed joint go with it.
+        for eq in list(spec.equalities):
+            if eq.type == mujoco.mjtEq.mjEQ_JOINT and ({eq.name1, eq.name2} & removed):
+                spec.delete(eq)
         for j in list(spec.joints):
-            if j.name not in self.joint_names:
+            if j.name in removed:
                 spec.delete(j)
         by_name = {j.name: j for j in spec.joints}
         for k, name in enumerate(self.joint_names):
