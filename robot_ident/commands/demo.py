@@ -21,11 +21,18 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--robot", choices=("demo_arm", "space"), default="demo_arm",
+                   help="demo_arm: the fixed-base arm (default); space: a free-floating space robot, base then "
+                        "grasped payload identified from momentum conservation (LS and GA)")
+    p.add_argument("--velocity-noise", type=float, default=0.001,
+                   help="--robot space: velocity noise std as a fraction of each signal's RMS (default: %(default)s)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    if getattr(args, "robot", "demo_arm") == "space":
+        return run_space(args)
     if not args.noise >= 0:
         raise ConfigError(f"--noise must be >= 0, got {args.noise}")
     if args.periods < 1:
@@ -34,4 +41,13 @@ def run(args) -> int:
                       settings=IdentificationSettings(method=args.method))
     outcome = run_demo(args.output, setup, Progress(quiet=args.quiet), plots=not args.no_plots)
     print(format_summary(outcome))
+    return 0
+
+
+def run_space(args) -> int:
+    from ..floating_base_demo import SpaceDemoSetup, format_space_summary, run_space_demo
+    if not args.velocity_noise >= 0:
+        raise ConfigError(f"--velocity-noise must be >= 0, got {args.velocity_noise}")
+    outcome = run_space_demo(SpaceDemoSetup(noise=args.velocity_noise, seed=args.seed), Progress(quiet=args.quiet))
+    print(format_space_summary(outcome))
     return 0
