@@ -265,7 +265,7 @@ class SpaceDemoSetup:
     delta: float = 0.5                       # rad per experiment
     duration: float = 8.0                    # s of motion per experiment
     hold: float = 0.5
-    record_hz: float = 50.0
+    record_hz: float = 100.0                 # measured signals (gyro, encoders) at 100 Hz
     methods: tuple = ("ls", "ga")
     ga_generations: int = 800
     ga_population: int = 100
