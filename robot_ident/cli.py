@@ -10,7 +10,7 @@ import sys
 from .errors import RobotIdentError
 
 # Order is the order shown by --help.
-COMMANDS = ("demo", "design")
+COMMANDS = ("demo", "design", "simulate", "identify", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ from .pipeline import IdentificationSettings, base_parameters, identify, validat
 from .progress import Progress
 from .report import plot_efforts
 from .resources import share_file
-from .signals import FilterOptions, process
+from .signals import FilterOptions, ProcessedData, process
 from .sim import JointTruth, SimNoise, SimulatedArm
 from .validation import ValidationReport
 
@@ -55,6 +55,22 @@ class DemoSetup:
     effort_offset: tuple = (0.4, -0.3, 0.25, 0.04, -0.03, 0.02)
     payload_mass: float = 0.8
     payload_com: tuple = (0.0, 0.11, 0.02)   # in the last joint's frame
+    # Another robot instead of the demo arm (the per-joint tuples above must match it).
+    urdf: str | None = None
+    joints: tuple | None = None
+
+
+@dataclass
+class Experiment:
+    """A simulated arm run twice: identification and held-out validation data."""
+
+    cad: RobotModel
+    arm: SimulatedArm
+    true_theta: np.ndarray          # the simulated arm's standard parameters (cad's layout)
+    ident_data: ProcessedData
+    valid_data: ProcessedData
+    ident_noise_std: np.ndarray
+    valid_noise_std: np.ndarray
 
 
 @dataclass
@@ -100,24 +116,20 @@ def true_arm_parameters(cad: RobotModel, setup: DemoSetup) -> np.ndarray:
     return theta
 
 
-def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | None = None,
-             progress: Progress | None = None, plots: bool = True) -> DemoOutcome:
-    setup = setup or DemoSetup()
-    progress = progress or Progress(quiet=True)
-    settings = setup.settings
+def simulate_experiment(setup: DemoSetup, progress: Progress) -> Experiment:
+    """Build the CAD model and the differing simulated arm, run the identification and the
+    validation trajectories, and process both recordings."""
     with progress.stage("model"):
-        cad = RobotModel(demo_urdf())
+        cad = RobotModel(setup.urdf or demo_urdf(), setup.joints)
         n = cad.n
         for label in ("acceleration_limits", "armature", "coulomb", "viscous", "effort_offset"):
             if len(getattr(setup, label)) != n:
-                raise ModelError(f"demo setup {label} needs {n} entries")
+                raise ModelError(f"demo setup {label} needs {n} entries, one per joint of {cad.joint_names}")
         truth_theta = true_arm_parameters(cad, setup)
         truth_urdf, _ = write_parameters(cad, truth_theta)
         truth = JointTruth(np.array(setup.armature), np.array(setup.coulomb), np.array(setup.viscous),
                            np.array(setup.effort_offset))
         arm = SimulatedArm(truth_urdf, cad.joint_names, truth, nominal=cad)
-        base = base_parameters(cad, settings)
-        true_base = base.project(arm.true_parameters(cad))
 
     lim = cad.limits
     acc = np.array(setup.acceleration_limits, float)
@@ -132,12 +144,26 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
             runs.append(arm.run(traj, reps * traj.period, noise,
                                 progress=lambda f, k=k: progress.fraction((k + f) / 2)))
     with progress.stage("process"):
-        ident_data = process(runs[0].recording, settings.filter)
-        valid_data = process(runs[1].recording, settings.filter)
+        ident_data = process(runs[0].recording, setup.settings.filter)
+        valid_data = process(runs[1].recording, setup.settings.filter)
+    return Experiment(cad, arm, arm.true_parameters(cad), ident_data, valid_data,
+                      runs[0].effort_noise_std, runs[1].effort_noise_std)
+
+
+def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | None = None,
+             progress: Progress | None = None, plots: bool = True) -> DemoOutcome:
+    setup = setup or DemoSetup()
+    progress = progress or Progress(quiet=True)
+    settings = setup.settings
+    exp = simulate_experiment(setup, progress)
+    cad, ident_data, valid_data = exp.cad, exp.ident_data, exp.valid_data
+    with progress.stage("base parameters"):
+        base = base_parameters(cad, settings)
+        true_base = base.project(exp.true_theta)
     with progress.stage("identify"):
         result = identify(cad, ident_data, settings, base)
     with progress.stage("validate"):
-        noise_std = runs[1].effort_noise_std
+        noise_std = exp.valid_noise_std
         validation = validate_result(result, cad, valid_data, settings, noise_std)
 
     outcome = DemoOutcome(cad, base, result, validation, noise_std, true_base, progress.timings, None)

@@ -3,12 +3,16 @@ IdentificationResult and ValidationReport out. The command line, the demo and th
 ROS identification node all call these functions."""
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .base import BaseParameters
 from .errors import ConfigError
 from .estimation import ESTIMATORS, IdentificationResult, build_problem
-from .model import RobotModel
+from .model import FrictionOptions, RobotModel
 from .signals import FilterOptions, ProcessedData
 from .validation import ValidationReport, validate
 
@@ -45,6 +49,13 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
     base = base or base_parameters(model, settings)
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
     result = ESTIMATORS[settings.method](problem)
+    # In-sample RMS against the *raw* measured effort (outside the dead band): what a new
+    # recording can be compared with, since it includes the sensor noise.
+    pred = result.predict(model, data.q, data.qd, data.qdd)
+    mask = data.moving_mask(settings.moving_threshold, settings.guard_s)
+    raw_rms = [float(np.sqrt(np.mean((data.effort_raw[mask[:, k], k] - pred[mask[:, k], k]) ** 2)))
+               for k in range(model.n)]
+    result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
     result.extra.update({"moving_threshold": settings.moving_threshold,
                          "reversal_guard_s": settings.guard_s,
                          "rows_kept_fraction": problem.n_rows / (data.n_samples * model.n)})
@@ -54,3 +65,97 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
 def validate_result(result: IdentificationResult, model: RobotModel, data: ProcessedData,
                     settings: IdentificationSettings, noise_std=None) -> ValidationReport:
     return validate(result, model, data, settings.moving_threshold, noise_std, settings.guard_s)
+
+
+# --------------------------------------------------------------------------- config
+_IDENT_KEYS = {"method", "holdout", "filter", "dead_band", "model", "base_samples", "base_seed"}
+_FILTER_KEYS = {"cutoff_hz", "order", "target_rate_hz", "trim_s", "use_measured_velocity"}
+_DEAD_BAND_KEYS = {"velocity", "reversal_guard_s"}
+_MODEL_KEYS = {"armature", "coulomb", "viscous", "offset", "coulomb_velocity_scale", "locked_positions",
+               "armature_nominal"}
+
+
+@dataclass(frozen=True)
+class IdentificationConfig:
+    """The `identification:` section of the parameter file, parsed and checked."""
+
+    settings: IdentificationSettings
+    friction: FrictionOptions
+    holdout: float = 0.2
+    locked_positions: dict = field(default_factory=dict)
+    armature_nominal: dict = field(default_factory=dict)
+
+
+def _section(d, key: str, allowed: set, where: str) -> dict:
+    value = d.get(key, {}) if isinstance(d, Mapping) else {}
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
+    unknown = set(value) - allowed
+    if unknown:
+        raise ConfigError(f"{where}.{key}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"known: {', '.join(sorted(allowed))}")
+    return dict(value)
+
+
+def _num(d: Mapping, key: str, where: str, default, positive=False, allow_none=False):
+    if key not in d or (d[key] is None and allow_none):
+        return default if key not in d else None
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}.{key}: expected a number, got {v!r}")
+    if positive and v <= 0:
+        raise ConfigError(f"{where}.{key}: must be positive, got {v!r}")
+    return float(v)
+
+
+def _flag(d: Mapping, key: str, where: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}.{key}: expected true or false, got {v!r}")
+    return v
+
+
+def identification_config(section: Mapping | None, where: str = "identification") -> IdentificationConfig:
+    """Parse the `identification:` section (every key optional)."""
+    section = dict(section or {})
+    unknown = set(section) - _IDENT_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                          f"{', '.join(sorted(_IDENT_KEYS))}")
+    f = _section(section, "filter", _FILTER_KEYS, where)
+    db = _section(section, "dead_band", _DEAD_BAND_KEYS, where)
+    m = _section(section, "model", _MODEL_KEYS, where)
+    fw, dw, mw = f"{where}.filter", f"{where}.dead_band", f"{where}.model"
+    order = f.get("order", 4)
+    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+        raise ConfigError(f"{fw}.order: expected a positive integer, got {order!r}")
+    filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
+                         target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
+                         trim_s=_num(f, "trim_s", fw, 0.2),
+                         use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    method = section.get("method", "wls")
+    if not isinstance(method, str):
+        raise ConfigError(f"{where}.method: expected a name, got {method!r}")
+    try:
+        settings = IdentificationSettings(
+            method=method, filter=filt, moving_threshold=_num(db, "velocity", dw, 0.05),
+            reversal_guard_s=_num(db, "reversal_guard_s", dw, None, allow_none=True),
+            base_samples=int(_num(section, "base_samples", where, 400, positive=True)),
+            base_seed=int(_num(section, "base_seed", where, 0)))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    holdout = _num(section, "holdout", where, 0.2)
+    if not 0.0 <= holdout < 0.9:
+        raise ConfigError(f"{where}.holdout: must be in [0, 0.9), got {holdout}")
+    friction = FrictionOptions(armature=_flag(m, "armature", mw, True), coulomb=_flag(m, "coulomb", mw, True),
+                               viscous=_flag(m, "viscous", mw, True), offset=_flag(m, "offset", mw, True),
+                               coulomb_velocity_scale=_num(m, "coulomb_velocity_scale", mw, 0.01, positive=True))
+    locked = {}
+    for k, v in (m.get("locked_positions") or {}).items():
+        locked[str(k)] = _num({k: v}, k, f"{mw}.locked_positions", 0.0)
+    arm = {}
+    for k, v in (m.get("armature_nominal") or {}).items():
+        arm[str(k)] = _num({k: v}, k, f"{mw}.armature_nominal", 0.0)
+    return IdentificationConfig(settings, friction, holdout, locked, arm)

@@ -225,3 +225,15 @@ def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedDa
                           f"{opt.trim_s} s at both ends")
     return ProcessedData(rec.t[idx], rec.joint_names, q[idx], qd[idx], qdd[idx], effort[idx],
                          rec.effort[idx].copy())
+
+
+def concatenate(parts: Sequence[ProcessedData]) -> ProcessedData:
+    """Join processed segments (each filtered on its own, so no filter crosses a gap)."""
+    if not parts:
+        raise SignalError("no processed segment to concatenate")
+    names = parts[0].joint_names
+    for p in parts[1:]:
+        if p.joint_names != names:
+            raise SignalError(f"segments have different joints: {names} and {p.joint_names}")
+    cat = lambda attr: np.concatenate([getattr(p, attr) for p in parts], axis=0)  # noqa: E731
+    return ProcessedData(cat("t"), names, cat("q"), cat("qd"), cat("qdd"), cat("effort"), cat("effort_raw"))

@@ -1,0 +1,85 @@
+"""The `simulation:` section of the parameter file: how the simulated arm differs from
+the URDF and how noisy its sensors are.
+
+    simulation:
+      effort_noise: 0.01        # effort noise std, fraction of each joint's effort RMS
+      position_noise: 1.0e-5    # rad or m
+      velocity_noise: 1.0e-3    # rad/s or m/s
+      current_noise: 0.0        # A, added to the recorded currents
+      seed: 0
+      joints:                   # per joint; missing values: URDF <dynamics>, zero armature/offset
+        joint1: {armature: 0.4, coulomb: 3.0, viscous: 2.0, offset: 0.1}
+      payload: {mass: 0.8, com: [0.0, 0.1, 0.0]}   # added to the last body (the CAD lacks it)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model import RobotModel
+from .mujoco_arm import JointTruth, SimNoise
+
+_KEYS = {"effort_noise", "position_noise", "velocity_noise", "current_noise", "seed", "joints", "payload"}
+_JOINT_KEYS = {"armature", "coulomb", "viscous", "offset"}
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    truth: JointTruth
+    noise: SimNoise
+    current_noise: float
+    payload_mass: float
+    payload_com: tuple
+
+
+def _number(d, key, where, default, nonneg=True):
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}.{key}: expected a number, got {v!r}")
+    if nonneg and v < 0:
+        raise ConfigError(f"{where}.{key}: must be >= 0, got {v!r}")
+    return float(v)
+
+
+def simulation_config(section: Mapping | None, model: RobotModel, where: str = "simulation") -> SimulationConfig:
+    s = dict(section or {})
+    unknown = set(s) - _KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+    joints = s.get("joints") or {}
+    if not isinstance(joints, Mapping):
+        raise ConfigError(f"{where}.joints: expected a mapping of joint names")
+    for j in joints:
+        if j not in model.joint_names:
+            raise ConfigError(f"{where}.joints.{j}: not an identified joint ({', '.join(model.joint_names)})")
+    n = model.n
+    vals = {k: np.zeros(n) for k in _JOINT_KEYS}
+    for k, j in enumerate(model.joint_names):
+        entry = joints.get(j) or {}
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where}.joints.{j}: expected a mapping")
+        bad = set(entry) - _JOINT_KEYS
+        if bad:
+            raise ConfigError(f"{where}.joints.{j}: unknown key(s) {', '.join(sorted(bad))}")
+        nominal = {"coulomb": model.nominal[model.layout.index(f"{j}.Fc")] if "Fc" in model.layout.actuator_symbols else 0.0,
+                   "viscous": model.nominal[model.layout.index(f"{j}.Fv")] if "Fv" in model.layout.actuator_symbols else 0.0}
+        for key in _JOINT_KEYS:
+            vals[key][k] = _number(entry, key, f"{where}.joints.{j}", nominal.get(key, 0.0), nonneg=key != "offset")
+    payload = s.get("payload") or {}
+    if not isinstance(payload, Mapping):
+        raise ConfigError(f"{where}.payload: expected a mapping with mass and com")
+    com = payload.get("com", [0.0, 0.0, 0.0])
+    if not (isinstance(com, (list, tuple)) and len(com) == 3
+            and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in com)):
+        raise ConfigError(f"{where}.payload.com: expected three numbers, got {com!r}")
+    noise = SimNoise(position_std=_number(s, "position_noise", where, 1e-5),
+                     velocity_std=_number(s, "velocity_noise", where, 1e-3),
+                     effort_rel_std=_number(s, "effort_noise", where, 0.01),
+                     seed=int(_number(s, "seed", where, 0)))
+    truth = JointTruth(vals["armature"], vals["coulomb"], vals["viscous"], vals["offset"])
+    return SimulationConfig(truth, noise, _number(s, "current_noise", where, 0.0),
+                            _number(payload, "mass", f"{where}.payload", 0.0), tuple(float(c) for c in com))
