@@ -27,10 +27,12 @@ class Progress:
         self._current = name
         try:
             yield self
-        finally:
-            dt = time.perf_counter() - t0
-            self.timings[name] = self.timings.get(name, 0.0) + dt
-            self._write(("\r" if self._tty else "") + f"[{name}] done in {dt:.2f} s\n")
+        except BaseException:
+            self._write(("\r" if self._tty else "") + f"[{name}] failed after {time.perf_counter() - t0:.2f} s\n")
+            raise
+        dt = time.perf_counter() - t0
+        self.timings[name] = self.timings.get(name, 0.0) + dt
+        self._write(("\r" if self._tty else "") + f"[{name}] done in {dt:.2f} s\n")
 
     def fraction(self, f: float) -> None:
         """Report progress of the current stage (0..1)."""

@@ -5,7 +5,7 @@
 | ols       | ordinary least squares                                    | base         |
 | wls       | weighted least squares, per-joint noise (default)         | base         |
 | robust    | IRLS with a Cauchy loss, for outliers and stick-slip      | base         |
-| rls       | recursive least squares (online), forgetting factor 1     | base         |
+| rls       | recursive least squares (online), WLS noise levels        | base         |
 | physical  | log-Cholesky, every body physically consistent, CAD prior | standard     |
 | sobol-ga  | source A: Sobol classes, GA on high-sensitivity + friction| standard     |
 | sobol-ls  | the same classes and objective solved exactly (bounded LS)| standard     |
@@ -15,7 +15,7 @@ from functools import partial
 from .least_squares import ols, wls
 from .physical import physically_consistent
 from .problem import IdentificationProblem, build_problem
-from .recursive import RecursiveLeastSquares, recursive_estimate
+from .recursive import RecursiveLeastSquares, recursive_estimate, recursive_weighted
 from .result import IdentificationResult
 from .robust import irls
 from .sensitivity_ga import sensitivity_ga
@@ -24,7 +24,7 @@ ESTIMATORS = {
     "ols": ols,
     "wls": wls,
     "robust": irls,
-    "rls": recursive_estimate,
+    "rls": recursive_weighted,
     "physical": physically_consistent,
     "sobol-ga": sensitivity_ga,
     "sobol-ls": partial(sensitivity_ga, solver="ls"),

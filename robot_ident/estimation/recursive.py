@@ -83,3 +83,10 @@ def recursive_estimate(problem: IdentificationProblem, forgetting: float = 1.0, 
                                 condition_number=float(sv[0] / sv[-1]), n_samples=problem.n_samples,
                                 n_rows=problem.n_rows, joint_names=problem.joint_names, residual_rms=rms,
                                 joint_sigma=sig, extra={"forgetting": forgetting})
+
+
+def recursive_weighted(problem: IdentificationProblem, forgetting: float = 1.0) -> IdentificationResult:
+    """RLS with per-joint noise levels from a WLS pass, as an online node configures them
+    after a warm-up; with forgetting 1 it reproduces batch WLS."""
+    from .least_squares import wls
+    return recursive_estimate(problem, forgetting, sigma=wls(problem).joint_sigma)
