@@ -21,5 +21,5 @@ def test_bad_input_gives_one_line_and_status_2(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "robot-ident demo: error: unknown identification method 'magic'; available: "
-        "ols, physical, rls, robust, sobol-ga, wls"]
+        "ols, physical, rls, robust, sobol-ga, sobol-ls, wls"]
     assert not (tmp_path / "x").exists()
