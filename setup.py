@@ -35,6 +35,7 @@ setup(
         "rosbags>=0.10",
         "pymoo>=0.6",
         "SALib>=1.4",
+        "threadpoolctl>=3",
     ],
     extras_require={
         "test": ["pytest>=7", "example-robot-data>=4", "xacro>=2"],

@@ -19,7 +19,7 @@ from .validation import ValidationReport, validate
 
 @dataclass(frozen=True)
 class IdentificationSettings:
-    method: str = "wls"
+    method: str = "physical"
     filter: FilterOptions = field(default_factory=FilterOptions)
     # Friction dead band: |qd| below this (rad/s or m/s) ...
     moving_threshold: float = 0.05
@@ -135,7 +135,7 @@ def identification_config(section: Mapping | None, where: str = "identification"
                          target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
                          trim_s=_num(f, "trim_s", fw, 0.2),
                          use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
-    method = section.get("method", "wls")
+    method = section.get("method", "physical")
     if not isinstance(method, str):
         raise ConfigError(f"{where}.method: expected a name, got {method!r}")
     try:

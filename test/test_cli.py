@@ -12,7 +12,8 @@ def test_demo_command_writes_a_result_folder(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "RMS/noise" in text and "condition number" in text
     d = yaml.safe_load((out / "result.yaml").read_text())
-    assert d["method"] == "wls" and len(d["base_parameters"]) == 58
+    assert d["method"] == "physical" and len(d["base_parameters"]) == 58
+    assert (out / "identified.urdf").is_file()
 
 
 def test_bad_input_gives_one_line_and_status_2(tmp_path):

@@ -66,7 +66,7 @@ def test_friction_and_armature_are_recovered(demo_outcome):
 def test_result_folder_round_trips(demo_outcome):
     o = demo_outcome
     d, base, values, std = load_result(o.output)
-    assert d["method"] == "wls" and d["robot"]["joints"] == list(o.model.joint_names)
+    assert d["method"] == "physical" and d["robot"]["joints"] == list(o.model.joint_names)
     np.testing.assert_allclose(values, o.result.values, rtol=1e-12)
     np.testing.assert_allclose(base.projection, o.base.projection, rtol=1e-12)
     assert set(d["validation"]["joints"]) == set(o.model.joint_names)

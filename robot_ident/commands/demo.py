@@ -14,8 +14,8 @@ def add_parser(sub):
     p.add_argument("--output", default="robot_ident_demo", help="result folder (default: %(default)s)")
     p.add_argument("--noise", type=float, default=0.01,
                    help="effort noise std as a fraction of each joint's effort RMS (default: %(default)s)")
-    p.add_argument("--method", default="wls",
-                   help="estimator: ols, wls, robust, rls, physical or sobol-ga (default: %(default)s)")
+    p.add_argument("--method", default="physical",
+                   help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: %(default)s)")
     p.add_argument("--periods", type=int, default=2,
                    help="10 s excitation periods used for identification (default: %(default)s)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")

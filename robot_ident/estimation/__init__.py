@@ -10,7 +10,9 @@
 | sobol-ga  | source A: Sobol classes, GA on high-sensitivity + friction| standard     |
 | sobol-ls  | the same classes and objective solved exactly (bounded LS)| standard     |
 """
-from functools import partial
+from functools import partial, wraps
+
+from ..blas import single_threaded_blas
 
 from .least_squares import ols, wls
 from .physical import physically_consistent
@@ -20,13 +22,22 @@ from .result import IdentificationResult
 from .robust import irls
 from .sensitivity_ga import sensitivity_ga
 
+def _small_matrix_loop(fn):
+    """Run an iterative estimator with one BLAS thread (see robot_ident.blas)."""
+    @wraps(fn)
+    def run(problem, **kwargs):
+        with single_threaded_blas():
+            return fn(problem, **kwargs)
+    return run
+
+
 ESTIMATORS = {
     "ols": ols,
     "wls": wls,
     "robust": irls,
-    "rls": recursive_weighted,
-    "physical": physically_consistent,
-    "sobol-ga": sensitivity_ga,
+    "rls": _small_matrix_loop(recursive_weighted),
+    "physical": _small_matrix_loop(physically_consistent),
+    "sobol-ga": _small_matrix_loop(sensitivity_ga),
     "sobol-ls": partial(sensitivity_ga, solver="ls"),
 }
 
