@@ -499,6 +499,13 @@ class FloatingBaseEstimate:
         """The 10 parameters of one unknown body (Pinocchio order)."""
         return np.array([self.value(f"{body}.{s}") for s in INERTIAL_SYMBOLS])
 
+    def physical(self) -> dict[str, tuple[bool, str]]:
+        """Per estimated body: (physically consistent?, reason) -- positive mass, inertia about
+        the centre of mass positive definite and satisfying the triangle inequalities."""
+        from .io.urdf_export import body_is_physical
+        bodies = dict.fromkeys(n.rsplit(".", 1)[0] for n in self.names)
+        return {b: body_is_physical(self.body(b)) for b in bodies}
+
     def into(self, theta: np.ndarray, model: FloatingBaseModel) -> np.ndarray:
         """A copy of the full parameter vector theta with the estimated entries written in."""
         out = np.array(theta, float)
@@ -559,7 +566,7 @@ def payload_ga_bounds(max_mass: float, max_distance: float) -> tuple[np.ndarray,
     return lo, hi
 
 
-def solve_ga(system: MomentumSystem, lower: np.ndarray, upper: np.ndarray, generations: int = 800,
+def solve_ga(system: MomentumSystem, lower: np.ndarray, upper: np.ndarray, generations: int = 1600,
              population: int = 100, seed: int = 1, rounds: int = 8, shrink: float = 0.25, rank_rtol: float = 1e-6,
              omega_rtol: float = 0.03) -> FloatingBaseEstimate:
     """Genetic algorithm (pymoo GA: tournament selection, SBX crossover, polynomial mutation)
@@ -569,7 +576,10 @@ def solve_ga(system: MomentumSystem, lower: np.ndarray, upper: np.ndarray, gener
     centred on the best individual, of half-width max(4 standard deviations of the final
     population, `shrink` x the previous half-width) per variable, never outside the
     original box: in one wide box the GA's answer is limited to about 1e-4 of the box
-    width, which for a payload's products of inertia is tens of percent."""
+    width, which for a payload's products of inertia is tens of percent. Defaults (1600
+    generations in 8 rounds of 200, population 100, shrink 0.25) reached the noise-free
+    optimum within 0.01 % (mass, inertia) on 12 of 12 seeds of the demo's base and payload;
+    100-generation rounds sometimes shrank around a wrong point (7 % inertia error)."""
     from pymoo.algorithms.soo.nonconvex.ga import GA
     from pymoo.core.problem import Problem
     from pymoo.optimize import minimize

@@ -267,7 +267,7 @@ class SpaceDemoSetup:
     hold: float = 0.5
     record_hz: float = 100.0                 # measured signals (gyro, encoders) at 100 Hz
     methods: tuple = ("ls", "ga")
-    ga_generations: int = 800
+    ga_generations: int = 1600
     ga_population: int = 100
     ga_rounds: int = 8
     seed: int = 7
@@ -408,7 +408,7 @@ def format_space_summary(o: SpaceDemoOutcome) -> str:
         lines += ["", f"stage {st.name}: true mass {com_and_inertia(st.truth)[0]:.4g} kg, centre of mass "
                       + np.array2string(1000 * com_and_inertia(st.truth)[1], precision=1) + " mm"]
         hdr = f"{'method':<7}{'mass':>8}{'com [mm]':>10}" + "".join(f"{k:>8}" for k in INERTIA_LABELS) \
-            + f"{'|dI|/|I|':>10}{'rank':>6}{'cond':>8}{'time [s]':>10}"
+            + f"{'|dI|/|I|':>10}{'rank':>6}{'cond':>8}{'physical':>10}{'time [s]':>10}"
         lines += ["relative errors in % (inertia about the centre of mass; products relative to their own value)",
                   hdr]
         for method, e in st.errors.items():
@@ -417,7 +417,7 @@ def format_space_summary(o: SpaceDemoOutcome) -> str:
             lines.append(f"{method:<7}{100 * e.mass:>8.3f}{e.com_mm:>10.2f}"
                          + "".join(f"{100 * e.inertia[k]:>8.3f}" for k in INERTIA_LABELS)
                          + f"{100 * e.inertia_norm:>10.3f}{rep.rank:>6d}{rep.condition_number:>8.1f}"
-                           f"{est.wall_time:>10.3f}")
+                           f"{'yes' if est.physical()[st.body][0] else 'NO':>10}{est.wall_time:>10.3f}")
         spans = next(iter(st.estimates.values())).identifiability.omega_span
         lines.append("angular-velocity span (singular values / largest): "
                      + "; ".join(f"{b} " + " ".join(f"{x:.3f}" for x in v) for b, v in spans.items()))
