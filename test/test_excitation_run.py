@@ -1,0 +1,366 @@
+"""The excitation node's state machine without ROS: approach, excitation, repetition and
+every abort path, against a simulated perfect (or faulty) controller."""
+import numpy as np
+import pytest
+import yaml
+
+from robot_ident.errors import TrajectoryError
+from robot_ident.excitation.constraints import LimitSpec, check_trajectory
+from robot_ident.excitation.families import ModifiedFourierTrajectory
+from robot_ident.excitation.fourier import FourierTrajectory
+from robot_ident.excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase,
+                                        PublishPlan, PublishState, SendTrajectory, approach_limits,
+                                        plan_approach, prepare_excitation)
+from robot_ident.model import RobotModel
+
+JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
+ACC = {"shoulder_pan": 6.0, "shoulder_lift": 6.0, "elbow": 8.0, "wrist_1": 10.0, "wrist_2": 10.0, "wrist_3": 10.0}
+START = np.array([0.3, -0.4, 0.8, 0.0, 0.5, -0.2])
+
+
+@pytest.fixture(scope="module")
+def model(demo_urdf):
+    return RobotModel(demo_urdf, JOINTS)
+
+
+@pytest.fixture(scope="module")
+def limits(model):
+    return LimitSpec.from_model(model, ACC)
+
+
+def excitation(scale=1.0, wf=2 * np.pi / 4.0):
+    rng = np.random.default_rng(1)
+    a = scale * 0.15 * rng.standard_normal((6, 3))
+    b = scale * 0.15 * rng.standard_normal((6, 3))
+    return ModifiedFourierTrajectory(JOINTS, wf, START, a, b)
+
+
+def state_actions(actions):
+    return [a for a in actions if isinstance(a, PublishState)]
+
+
+def sends(actions):
+    return [a for a in actions if isinstance(a, SendTrajectory)]
+
+
+def points_array(points):
+    t = np.array([p["time_from_start"]["sec"] + 1e-9 * p["time_from_start"]["nanosec"] for p in points["points"]])
+    q = np.array([p["positions"] for p in points["points"]])
+    qd = np.array([p["velocities"] for p in points["points"]])
+    return t, q, qd
+
+
+class Follower:
+    """A controller that tracks the sent trajectory exactly (or with an offset)."""
+
+    def __init__(self, run, q0, dt=0.01):
+        self.run, self.q, self.dt, self.now = run, np.asarray(q0, float), dt, 100.0
+        self.log = []
+
+    def feed(self, q=None):
+        return self.run.on_joint_state(self.now, list(reversed(JOINTS)) + ["gripper"],
+                                       list(reversed(list(self.q if q is None else q))) + [0.0])
+
+    def execute(self, send, offset=0.0, stop_after=None):
+        """Follow `send` to its end, feeding joint states; returns the actions emitted."""
+        out = []
+        T = send.duration
+        traj = self.run._motion.trajectory
+        t = 0.0
+        while t <= T + 1e-9:
+            self.q = traj.sample(np.array([t]))[0][0] + offset
+            acts = self.feed()
+            out += acts
+            if self.run.finished:
+                return out
+            if stop_after is not None and t >= stop_after:
+                return out
+            self.now += self.dt
+            t += self.dt
+            out += self.run.tick(self.now)
+        return out
+
+
+def test_approach_is_slow_smooth_and_within_limits(limits):
+    b = approach_limits(limits).bounds()
+    q0 = np.array([-2.0, 1.5, -2.0, 2.5, -2.5, 2.5])
+    ap = plan_approach(JOINTS, q0, START, b.velocity, b.acceleration, 0.1, 0.1, 2.0)
+    t = np.linspace(0, ap.duration, 20001)
+    q, qd, qdd = ap.sample(t)
+    assert np.allclose(q[0], q0) and np.allclose(q[-1], START, atol=1e-12)
+    assert np.abs(qd[[0, -1]]).max() < 1e-12 and np.abs(qdd[[0, -1]]).max() < 1e-9
+    # peak velocity and acceleration at most 10 % of the limits, and one of them attains it
+    vr = np.abs(qd).max(axis=0) / b.velocity
+    ar = np.abs(qdd).max(axis=0) / b.acceleration
+    assert vr.max() <= 0.1 + 1e-6 and ar.max() <= 0.1 + 1e-6
+    assert max(vr.max(), ar.max()) > 0.099
+    # finite differences agree with the analytic derivatives
+    assert np.allclose(np.gradient(q, t, axis=0)[1:-1], qd[1:-1], atol=1e-5)
+    assert check_trajectory(ap, approach_limits(limits)).valid
+    # a short move still takes the minimum duration
+    assert plan_approach(JOINTS, START + 1e-3, START, b.velocity, b.acceleration).duration == 2.0
+
+
+def test_happy_path_action_mode_with_repetitions(limits, model):
+    tr = excitation()
+    run = ExcitationRun(tr, limits, ExcitationSettings(repetitions=3), model)
+    f = Follower(run, START + np.array([0.2, -0.3, 0.1, 0.0, 0.4, 0.1]))
+    assert run.phase == Phase.IDLE
+    f.feed()
+    acts = run.start(f.now)
+    assert [a.phase for a in state_actions(acts)] == [Phase.APPROACHING]
+    (send,) = sends(acts)
+    t, q, qd = points_array(send.points)
+    assert send.points["joint_names"] == list(JOINTS)
+    assert np.allclose(q[0], f.q) and np.allclose(q[-1], START)
+    assert send.duration == pytest.approx(t[-1])
+    assert np.abs(qd).max(axis=0).max() <= 0.1 * limits.velocity.max()
+    assert run.on_goal_response(f.now, True) == []
+    f.execute(send)
+    acts = run.on_result(f.now, 4, 0)
+    assert [a.phase for a in state_actions(acts)] == [Phase.EXCITING]
+    (send2,) = sends(acts)
+    assert send2.duration == pytest.approx(3 * tr.duration)
+    t2, q2, _ = points_array(send2.points)
+    assert np.allclose(q2[0], START) and np.allclose(q2[-1], START, atol=1e-9)
+    # the third repetition equals the first
+    i1 = np.searchsorted(t2, 0.5)
+    i3 = np.searchsorted(t2, 0.5 + 2 * tr.duration)
+    assert np.allclose(q2[i1], q2[i3], atol=1e-9)
+    run.on_goal_response(f.now, True)
+    assert f.execute(send2) == []
+    acts = run.on_result(f.now, 4, 0)
+    assert [a.phase for a in state_actions(acts)] == [Phase.DONE] and run.finished
+    assert run.max_tracking_error_seen < 1e-9
+    assert run.stop(f.now) == [] and run.tick(f.now + 10) == []
+
+
+@pytest.mark.parametrize("status,code,text", [(6, -4, "PATH_TOLERANCE_VIOLATED"),
+                                              (6, -5, "GOAL_TOLERANCE_VIOLATED"),
+                                              (5, 0, "CANCELED")])
+def test_controller_errors_abort(limits, status, code, text):
+    run = ExcitationRun(excitation(), limits)
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    acts = run.on_result(f.now + 1, status, code, "joint elbow")
+    (st,) = state_actions(acts)
+    assert st.phase == Phase.ABORTED and text in st.detail and "joint elbow" in st.detail
+    assert not sends(acts) and run.phase == Phase.ABORTED
+
+
+def test_rejected_goal_aborts_without_cancel(limits):
+    run = ExcitationRun(excitation(), limits)
+    f = Follower(run, START)
+    f.feed()
+    run.start(f.now)
+    acts = run.on_goal_response(f.now, False)
+    assert [type(a) for a in acts] == [PublishState]
+    assert acts[0].phase == Phase.ABORTED and "rejected" in acts[0].detail
+
+
+def test_stale_joint_states_cancel_the_goal(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5))
+    f = Follower(run, START + 0.1)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send, stop_after=0.5)
+    assert run.phase == Phase.APPROACHING
+    assert run.tick(f.now + 0.4) == []
+    acts = run.tick(f.now + 0.6)
+    assert isinstance(acts[0], CancelGoal) and "stopped arriving" in acts[0].reason
+    assert run.phase == Phase.ABORTED
+
+
+def test_stop_service_cancels_during_excitation(limits):
+    run = ExcitationRun(excitation(), limits)
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send)
+    (send2,) = sends(run.on_result(f.now, 4, 0))
+    run.on_goal_response(f.now, True)
+    f.execute(send2, stop_after=1.0)
+    acts = run.stop(f.now, "stop service called")
+    assert isinstance(acts[0], CancelGoal) and acts[1].phase == Phase.ABORTED
+    assert acts[1].detail == "stop service called"
+
+
+def test_tracking_error_aborts(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(max_tracking_error=0.05))
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send)
+    (send2,) = sends(run.on_result(f.now, 4, 0))
+    run.on_goal_response(f.now, True)
+    # a 0.04 rad offset is tolerated, 0.06 rad is not
+    f2 = Follower(run, START)
+    f2.now = f.now
+    assert not any(isinstance(a, CancelGoal) for a in f2.execute(send2, offset=0.04, stop_after=0.5))
+    acts = f2.execute(send2, offset=np.array([0, 0, 0.06, 0, 0, 0]), stop_after=0.5)
+    assert isinstance(acts[0], CancelGoal) and "tracking error" in acts[0].reason
+    assert run.phase == Phase.ABORTED
+
+
+def test_latency_within_the_window_is_not_a_tracking_error(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(max_tracking_error=0.01))
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send)
+    (send2,) = sends(run.on_result(f.now, 4, 0))
+    run.on_goal_response(f.now + 0.1, True)      # the acceptance reached us 0.1 s late
+    f.execute(send2)
+    assert run.phase == Phase.EXCITING
+
+
+def test_approach_that_misses_the_start_pose_aborts(limits):
+    run = ExcitationRun(excitation(), limits)
+    f = Follower(run, START + 0.3)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send, offset=np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.05]))
+    acts = run.on_result(f.now, 4, 0)
+    assert isinstance(acts[0], CancelGoal) and "start pose not reached" in acts[0].reason
+    assert "wrist_3" in acts[0].reason
+
+
+def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
+    s = ExcitationSettings(use_action=False, settle_time=0.2)
+    run = ExcitationRun(excitation(), limits, s)
+    f = Follower(run, START - 0.1)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    f.execute(send)
+    acts = []
+    for _ in range(30):
+        f.now += 0.01
+        f.feed()
+        acts += run.tick(f.now)
+    assert [a.phase for a in state_actions(acts)] == [Phase.EXCITING]
+    (send2,) = sends(acts)
+    f.execute(send2, stop_after=1.0)
+    q_before = f.q.copy()
+    acts = run.stop(f.now)
+    (hold,) = [a for a in acts if isinstance(a, HoldPosition)]
+    (pt,) = hold.points["points"]
+    assert np.allclose(pt["velocities"], 0) and np.abs(np.array(pt["positions"]) - q_before).max() < 0.1
+    assert np.all(np.array(pt["positions"]) <= limits.upper) and np.all(np.array(pt["positions"]) >= limits.lower)
+    assert run.phase == Phase.ABORTED
+
+
+def idle_for(f, run, seconds, dt=0.01):
+    acts = []
+    for _ in range(int(round(seconds / dt))):
+        f.now += dt
+        acts += f.feed()
+        acts += run.tick(f.now)
+        if sends(acts):
+            break
+    return acts
+
+
+def test_topic_mode_finishes_after_settle_time(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, settle_time=0.3))
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    f.execute(send)
+    (send2,) = sends(idle_for(f, run, 0.4))
+    t_sent = f.now
+    f.execute(send2)
+    assert f.now < t_sent + send2.duration + 0.05
+    acts = idle_for(f, run, t_sent + send2.duration + 0.25 - f.now)
+    assert acts == [] and run.phase == Phase.EXCITING
+    acts = idle_for(f, run, 0.1)
+    assert [a.phase for a in state_actions(acts)] == [Phase.DONE]
+
+
+def test_missing_result_aborts(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(result_timeout=1.0))
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send)
+    acts = []
+    for _ in range(150):
+        f.now += 0.01
+        f.feed()
+        acts += run.tick(f.now)
+    assert isinstance(acts[0], CancelGoal) and "no result" in acts[0].reason
+
+
+def test_dry_run_publishes_the_plan_and_sends_nothing(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(dry_run=True, repetitions=2))
+    f = Follower(run, START + 0.2)
+    f.feed()
+    acts = run.start(f.now)
+    assert not sends(acts)
+    (plan,) = [a for a in acts if isinstance(a, PublishPlan)]
+    assert points_array(plan.approach)[1][0] == pytest.approx(f.q)
+    t, q, _ = points_array(plan.excitation)
+    assert t[-1] == pytest.approx(2 * excitation().duration)
+    assert run.phase == Phase.DONE
+    assert run.stop(f.now) == []
+
+
+def test_refuses_to_start_without_or_outside_joint_states(limits):
+    run = ExcitationRun(excitation(), limits)
+    acts = run.start(0.0)
+    assert not sends(acts) and run.phase == Phase.ABORTED and "no joint state" in acts[-1].detail
+    run = ExcitationRun(excitation(), limits)
+    q = START.copy()
+    q[1] = limits.upper[1] + 0.01
+    run.on_joint_state(0.0, JOINTS, q)
+    acts = run.start(0.1)
+    assert not sends(acts) and "shoulder_lift" in acts[-1].detail and "outside" in acts[-1].detail
+    run = ExcitationRun(excitation(), limits)
+    run.on_joint_state(0.0, JOINTS, START)
+    acts = run.start(2.0)
+    assert not sends(acts) and "old" in acts[-1].detail
+    # a message that lacks one of the joints is ignored
+    run = ExcitationRun(excitation(), limits)
+    run.on_joint_state(0.0, JOINTS[:5], START[:5])
+    assert "no joint state" in run.start(0.0)[-1].detail
+
+
+def test_rejects_unsafe_trajectories(limits, model):
+    with pytest.raises(TrajectoryError, match="violates the limits"):
+        ExcitationRun(excitation(scale=8.0), limits, model=model)
+    # one repetition fits, but the check is on every sample of the repeated one too
+    four = FourierTrajectory(JOINTS, 2 * np.pi / 4.0, START, 0.1 * np.ones((6, 2)), np.zeros((6, 2)))
+    with pytest.raises(TrajectoryError, match="does not start at rest"):
+        ExcitationRun(four, limits)
+    with pytest.raises(TrajectoryError, match="repetitions"):
+        ExcitationSettings(repetitions=0)
+
+
+def test_prepare_from_file_and_config(tmp_path, demo_urdf):
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+    root = demo_urdf.parent.parent
+    tr = excitation()
+    save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
+    plan = prepare_excitation(demo_urdf, root / "config" / "demo_arm.yaml", tmp_path / "t.yaml")
+    assert plan.trajectory.joint_names == JOINTS and plan.source.startswith("file")
+    assert np.allclose(plan.limits.acceleration, [ACC[j] for j in JOINTS])
+    # the robot_description text works as well as a path
+    plan2 = prepare_excitation(demo_urdf.read_text(), root / "config" / "demo_arm.yaml", tmp_path / "t.yaml")
+    assert np.array_equal(plan2.limits.upper, plan.limits.upper)
+    other = ModifiedFourierTrajectory(JOINTS[:3], 1.0, START[:3], np.zeros((3, 1)), np.zeros((3, 1)))
+    save_trajectory(tmp_path / "o.yaml", TrajectoryFile(other))
+    from robot_ident.errors import ConfigError
+    with pytest.raises(ConfigError, match="identifies"):
+        prepare_excitation(demo_urdf, root / "config" / "demo_arm.yaml", tmp_path / "o.yaml")
+    doc = yaml.safe_load((root / "config" / "demo_arm.yaml").read_text())
+    del doc["robot_ident"]["ros__parameters"]["excitation"]["acceleration_limits"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match="acceleration_limits"):
+        prepare_excitation(demo_urdf, tmp_path / "c.yaml", tmp_path / "t.yaml")
