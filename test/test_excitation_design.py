@@ -157,6 +157,30 @@ def test_effort_limits_are_checked_with_the_nominal_model(small):
     assert eff["elbow"]["worst"] >= peak[2] * 0.999 and not rep.valid
 
 
+def test_design_with_effort_limits_keeps_nominal_efforts_inside(small):
+    """Effort bounds below what an unconstrained design uses: the result respects them
+    on the dense grid (nominal model)."""
+    model, base, limits = small
+    free = design_excitation(model, limits, DesignSpec(harmonics=2, max_evals=1500, max_time=None,
+                                                       n_samples=30, n_constraint=60,
+                                                       optimizer_options={"maxiter": 30}), base=base)
+    t = np.linspace(0, free.trajectory.duration, 2001)
+    peak = np.abs(model.efforts(*free.trajectory.sample(t))).max(0)
+    gravity = np.abs(model.efforts(*free.trajectory.sample(t)[:1], np.zeros((len(t), 3)),
+                                   np.zeros((len(t), 3)))).max(0)
+    bound = np.maximum(0.8 * peak, 1.3 * gravity)            # tighter than the free design
+    assert np.any(peak > bound)                              # the free design would violate
+    eff_limits = LimitSpec(JOINTS, limits.lower, limits.upper, limits.velocity, limits.acceleration,
+                           effort=bound / 0.9, margins=limits.margins)
+    spec = DesignSpec(harmonics=2, max_evals=1500, max_time=None, n_samples=30, n_constraint=60,
+                      optimizer_options={"maxiter": 30})
+    res = design_excitation(model, eff_limits, spec, base=base)
+    assert res.report.valid
+    assert {r["quantity"] for r in res.report.rows} >= {"effort"}
+    tau = model.efforts(*res.trajectory.sample(np.linspace(0, res.trajectory.duration, 4001)))
+    assert np.all(np.abs(tau).max(0) <= bound * (1 + 1e-9))
+
+
 def test_start_pose_is_checked(small):
     model, _, limits = small
     tr = FourierTrajectory(JOINTS, 0.5, np.zeros(3), np.zeros((3, 1)), np.full((3, 1), 0.1))

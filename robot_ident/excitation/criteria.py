@@ -34,8 +34,9 @@ def criterion_values(W: np.ndarray, n_samples: int) -> tuple[float, float]:
     return cond, logdet
 
 
-def objective_and_matrix_gradient(W: np.ndarray, criterion: str, n_samples: int):
-    """Objective to *minimise* and its gradient with respect to W (same shape).
+def objective_and_matrix_gradient(W: np.ndarray, criterion: str, n_samples: int, smooth: float = 0.0):
+    """Objective to *minimise*, its gradient with respect to W (same shape), and the true
+    objective (differs from the first only for the smooth surrogate, ``smooth = p > 0``).
 
     Uses the eigen-decomposition of the small Gram matrix W^T W (p x p) instead of an
     SVD of the tall W: sigma_i^2 = lambda_i, right singular vectors = eigenvectors,
@@ -44,21 +45,31 @@ def objective_and_matrix_gradient(W: np.ndarray, criterion: str, n_samples: int)
     if criterion not in CRITERIA:
         raise TrajectoryError(f"unknown criterion {criterion!r}; choose one of {', '.join(CRITERIA)}")
     if not np.isfinite(W).all():
-        return np.inf, np.zeros_like(W)
+        return np.inf, np.zeros_like(W), np.inf
     lam, V = np.linalg.eigh(W.T @ W)
     if lam[0] > lam[-1] * 1e-12:
         s, Vt = np.sqrt(lam[::-1]), V[:, ::-1].T
     else:
         _, s, Vt = np.linalg.svd(W, full_matrices=False)
         if s[-1] <= 0:
-            return np.inf, np.zeros_like(W)
-    if criterion == "cond":
+            return np.inf, np.zeros_like(W), np.inf
+    if criterion == "cond" and smooth:
+        # log(||sigma||_p ||1/sigma||_p): a smooth upper bound of log cond (exact as p -> inf).
+        lam = s * s / (s[0] * s[-1])                   # scaled for overflow safety
+        hp = 0.5 * smooth
+        lp, lm = lam ** hp, lam ** -hp
+        Sp, Sm = lp.sum(), lm.sum()
+        f = float((np.log(Sp) + np.log(Sm)) / smooth)
+        dl = 0.5 * (lp / Sp - lm / Sm) / (s * s)        # df / d(sigma_i^2)
+        G = 2.0 * W @ ((Vt.T * dl) @ Vt)
+    elif criterion == "cond":
         f = float(np.log(s[0] / s[-1]))
         G = W @ (np.outer(Vt[0], Vt[0]) / s[0] ** 2 - np.outer(Vt[-1], Vt[-1]) / s[-1] ** 2)
     else:
         f = -float(2.0 * np.log(s).sum() - W.shape[1] * np.log(n_samples))
         G = -2.0 * W @ ((Vt.T / s ** 2) @ Vt)          # -2 W (W^T W)^-1
-    return f, G
+    f_true = float(np.log(s[0] / s[-1])) if criterion == "cond" else f
+    return f, G, f_true
 
 
 def objective_value(W: np.ndarray, criterion: str, n_samples: int) -> float:
@@ -152,14 +163,15 @@ class RegressorEvaluator:
             dY[:, n + j, j, self._coulomb_cols] = (1.0 - th * th) / vs
         return Y, dY
 
-    def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None):
+    def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None, smooth: float = 0.0):
         """f, df/d(q, qd, qdd) as (N, 3n), and if theta is given the efforts Y theta (N, n)
         with their state Jacobian (N, 3n, n)."""
         Y, dY = self.state_jacobians(q, qd, qdd)
         N = Y.shape[0]
         w = self.weights[None, :, None]
         W = (Y[:, :, self.cols] * w).reshape(N * self.n, -1)
-        f, G = objective_and_matrix_gradient(W, criterion, N)
+        f, G, f_true = objective_and_matrix_gradient(W, criterion, N, smooth)
+        self.last_true = f_true
         G = G.reshape(N, self.n, -1) * w
         gz = np.einsum("sic,szic->sz", G, dY[:, :, :, self.cols], optimize=True)
         if theta is None:

@@ -64,17 +64,43 @@ class ExcitationProblem:
         self._con_off, self._con_B = param.basis(self.t_con)
         self._Bz = np.concatenate(self._opt_B, axis=1)            # (N, 3n, K)
         self.box = param.box(self.bounds)
+        self._n_samples0 = n_samples
+        self._cost_scale = 1.0
+        self.smooth = 0.0        # > 0: value_and_grad uses the smooth p-norm surrogate of log cond
         self.n_evals = 0
         self._budget: Budget | None = None
         self._t0 = time.perf_counter()
         self._cache_x = None
         self._cache = None
+        self._cache_smooth = None
 
     # ----------------------------------------------------------------- budget
     def start(self, budget: Budget):
         self._budget = budget
         self.n_evals = 0
         self._t0 = time.perf_counter()
+
+    def used_fraction(self) -> float:
+        """Share of the budget spent so far (the larger of evaluations and time)."""
+        b = self._budget
+        if b is None:
+            return 0.0
+        parts = [0.0]
+        if b.max_evals is not None:
+            parts.append(self.n_evals / b.max_evals)
+        if b.max_time is not None:
+            parts.append(self.elapsed / b.max_time)
+        return max(parts)
+
+    def set_samples(self, n_samples: int):
+        """Change the optimisation grid to n uniform (mid-point) samples; evaluations on it
+        are charged n / n_original each, so the budget stays fair."""
+        T = self.param.duration
+        self.t_opt = (np.arange(n_samples) + 0.5) * T / n_samples
+        self._opt_off, self._opt_B = self.param.basis(self.t_opt)
+        self._Bz = np.concatenate(self._opt_B, axis=1)
+        self._cost_scale = n_samples / self._n_samples0
+        self._cache_x = None
 
     def release(self):
         """End the budget (the counter keeps its value); later evaluations are free."""
@@ -94,7 +120,7 @@ class ExcitationProblem:
     def _spend(self, cost: int):
         if self.exhausted():
             raise BudgetExhausted()
-        self.n_evals += cost
+        self.n_evals += int(np.ceil(cost * self._cost_scale))
 
     # ----------------------------------------------------------------- states
     def states(self, x, grid: str = "opt"):
@@ -111,15 +137,17 @@ class ExcitationProblem:
 
     def _jac_eval(self, x):
         x = np.asarray(x, dtype=float)
-        if self._cache_x is not None and np.array_equal(x, self._cache_x):
+        if self._cache_x is not None and np.array_equal(x, self._cache_x) and self._cache_smooth == self.smooth:
             return self._cache
         self._spend(3 * self.n + 1)
         q, qd, qdd = self.states(x)
         theta = self.model.nominal if self.effort_bound is not None else None
-        f, gz, tau, dtau = self.evaluator.objective_with_state_gradient(q, qd, qdd, self.criterion, theta)
+        f, gz, tau, dtau = self.evaluator.objective_with_state_gradient(q, qd, qdd, self.criterion, theta,
+                                                                          self.smooth)
         g = np.einsum("sz,szk->k", gz, self._Bz)
         dtau_x = None if tau is None else np.einsum("szi,szk->sik", dtau, self._Bz)
-        self._cache_x, self._cache = x.copy(), (f, g, tau, dtau_x)
+        self.last_true = self.evaluator.last_true
+        self._cache_x, self._cache, self._cache_smooth = x.copy(), (f, g, tau, dtau_x), self.smooth
         return self._cache
 
     def value_and_grad(self, x):
