@@ -84,7 +84,7 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pinocchio as pin

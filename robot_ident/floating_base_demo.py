@@ -25,7 +25,6 @@ identify the payload with the base's estimate taken as known.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -403,7 +402,8 @@ def format_space_summary(o: SpaceDemoOutcome) -> str:
              f"experiments: one joint at a time from rest, {s.delta} rad in {s.duration} s; base stage: "
              f"{', '.join(s.joints)}; payload stage: {', '.join(s.payload_joints)}",
              f"momentum conservation in the simulation: max |h_total| / max |h_arm| = {o.momentum_drift:.1e}", ""]
-    lines += o.guidance.summary().splitlines()
+    lines += ["measurability guidance (source C), from the CAD parameters:"]
+    lines += ["  " + x for x in o.guidance.summary().splitlines()]
     for st in o.stages:
         lines += ["", f"stage {st.name}: true mass {com_and_inertia(st.truth)[0]:.4g} kg, centre of mass "
                       + np.array2string(1000 * com_and_inertia(st.truth)[1], precision=1) + " mm"]

@@ -7,8 +7,7 @@ from robot_ident.errors import IdentificationError, ModelError
 from robot_ident.floating_base import (FloatingBaseModel, MomentumExperiment, _dual_action, check_identifiability,
                                        ga_bounds, guidance, identify, payload_ga_bounds, rest_to_rest,
                                        stack_momentum_equations)
-from robot_ident.floating_base_demo import (BodyErrors, SpaceDemoSetup, SpaceRobotSim, demo_truth,
-                                            format_space_summary, run_space_demo)
+from robot_ident.floating_base_demo import BodyErrors, SpaceDemoSetup, SpaceRobotSim, demo_truth
 
 from conftest import ROOT
 
