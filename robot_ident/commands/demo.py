@@ -21,9 +21,10 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--robot", choices=("demo_arm", "space"), default="demo_arm",
+    p.add_argument("--robot", choices=("demo_arm", "space", "hybrid5"), default="demo_arm",
                    help="demo_arm: the fixed-base arm (default); space: a free-floating space robot, base then "
-                        "grasped payload identified from momentum conservation (LS and GA)")
+                        "grasped payload identified from momentum conservation (LS and GA); hybrid5: source A's "
+                        "5-DOF hybrid machining robot (closed chain, virtual work; WLS and Sobol + GA)")
     p.add_argument("--velocity-noise", type=float, default=0.001,
                    help="--robot space: velocity noise std as a fraction of each signal's RMS (default: %(default)s)")
     p.set_defaults(func=run)
@@ -33,6 +34,8 @@ def add_parser(sub):
 def run(args) -> int:
     if getattr(args, "robot", "demo_arm") == "space":
         return run_space(args)
+    if getattr(args, "robot", "demo_arm") == "hybrid5":
+        return run_hybrid(args)
     if not args.noise >= 0:
         raise ConfigError(f"--noise must be >= 0, got {args.noise}")
     if args.periods < 1:
@@ -50,4 +53,21 @@ def run_space(args) -> int:
         raise ConfigError(f"--velocity-noise must be >= 0, got {args.velocity_noise}")
     outcome = run_space_demo(SpaceDemoSetup(noise=args.velocity_noise, seed=args.seed), Progress(quiet=args.quiet))
     print(format_space_summary(outcome))
+    return 0
+
+
+def run_hybrid(args) -> int:
+    from ..closed_chain_demo import HybridDemoSetup, format_hybrid_summary, run_hybrid_demo, write_hybrid_results
+    if not args.noise >= 0:
+        raise ConfigError(f"--noise must be >= 0, got {args.noise}")
+    if args.periods < 1:
+        raise ConfigError(f"--periods must be >= 1, got {args.periods}")
+    methods = ("wls", "sobol-ga", "sobol-ls")
+    if args.method not in methods:
+        methods += (args.method,)
+    setup = HybridDemoSetup(effort_noise=args.noise, segments=2 * args.periods, seed=args.seed, methods=methods)
+    outcome = run_hybrid_demo(setup, Progress(quiet=args.quiet))
+    if args.output:
+        write_hybrid_results(args.output, outcome)
+    print(format_hybrid_summary(outcome))
     return 0
