@@ -49,6 +49,12 @@ setup(
     entry_points={
         "console_scripts": [
             "robot-ident = robot_ident.cli:main",
+            # ROS 2 nodes (ros2 run robot_ident <name>); they import rclpy only when run.
+            "excitation_node = robot_ident.nodes.excitation_node:main",
+            "torque_node = robot_ident.nodes.torque_node:main",
+            "identification_node = robot_ident.nodes.identification_node:main",
+            "sim_arm_node = robot_ident.nodes.sim_arm_node:main",
+            "current_synth_node = robot_ident.nodes.current_synth_node:main",
         ],
     },
 )

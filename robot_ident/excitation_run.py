@@ -254,6 +254,10 @@ class ExcitationRun:
         return self.phase in ACTIVE
 
     @property
+    def has_joint_state(self) -> bool:
+        return self._q is not None
+
+    @property
     def finished(self) -> bool:
         return self.phase in (Phase.DONE, Phase.ABORTED)
 

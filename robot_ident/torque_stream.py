@@ -82,3 +82,28 @@ class EffortConverter:
         if self._state is not None and abs(stamp - self._state[0]) <= self.max_state_age_ns:
             q, qd = self._state[1], self._state[2]
         return EffortSample(stamp, self.joints, q, qd, effort)
+
+
+class CurrentSynthesiser:
+    """The inverse, for simulators without a current interface (Gazebo): a JointState's
+    effort field -> the currents the actuators would draw, per message."""
+
+    def __init__(self, joints: Sequence[str], actuators):
+        self.joints = tuple(joints)
+        self.actuators = actuators.for_joints(self.joints)
+        self.skipped = 0
+
+    def on_joint_state(self, msg) -> EffortSample | None:
+        """An `EffortSample` whose ``effort`` field holds the synthesised currents."""
+        a = joint_state_arrays(msg)
+        index = {n: i for i, n in enumerate(a.names)}
+        if a.effort.size != len(a.names) or any(j not in index for j in self.joints):
+            self.skipped += 1
+            return None
+        idx = [index[j] for j in self.joints]
+        effort = a.effort[idx]
+        if not np.isfinite(effort).all():
+            self.skipped += 1
+            return None
+        pos = a.position[idx] if a.position.size == len(a.names) else np.zeros(0)
+        return EffortSample(a.stamp_ns, self.joints, pos, np.zeros(0), self.actuators.currents(effort[None, :])[0])

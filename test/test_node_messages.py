@@ -131,3 +131,24 @@ def test_torque_conversion_from_the_joint_state_effort_field(ts):
     # NaN effort (the broadcaster's 'no interface') is skipped
     msg.effort = [float("nan"), 1.0]
     assert conv.on_joint_state(msg) is None and conv.skipped == 1
+
+
+def test_synthesised_currents_convert_back_to_the_efforts(ts):
+    from types import SimpleNamespace as NS
+
+    from robot_ident.torque_stream import CurrentSynthesiser
+    T = ts.types
+    H, Tm = T["std_msgs/msg/Header"], T["builtin_interfaces/msg/Time"]
+    DJS, IV = T["control_msgs/msg/DynamicJointState"], T["control_msgs/msg/InterfaceValue"]
+    acts = _acts()
+    synth = CurrentSynthesiser(("j1", "j2"), acts)
+    msg = NS(header=NS(stamp=NS(sec=4, nanosec=7)), name=["j2", "j1", "x"], position=[0.2, 0.1, 0.0],
+             velocity=[], effort=[-1.5, 12.0, 99.0])
+    s = synth.on_joint_state(msg)
+    np.testing.assert_allclose(s.effort, acts.currents(np.array([[12.0, -1.5]]))[0])
+    djs = roundtrip(ts, dynamic_joint_state_message(DJS, IV, H, Tm, s.stamp_ns, s.names, {"current": s.effort}))
+    back = EffortConverter(("j1", "j2"), acts, "dynamic_joint_state", "current").on_current(djs)
+    np.testing.assert_allclose(back.effort, [12.0, -1.5], rtol=1e-12)
+    assert back.stamp_ns == 4 * 10**9 + 7
+    msg.effort = []
+    assert synth.on_joint_state(msg) is None and synth.skipped == 1

@@ -1,0 +1,62 @@
+"""current_synth_node: motor currents synthesised from efforts, for simulators without a
+current interface (Gazebo).
+
+Subscribes to a JointState topic whose effort field holds joint efforts (the
+joint_state_broadcaster's /joint_states in Gazebo) and publishes
+control_msgs/DynamicJointState with interface ``current`` = the config's actuators'
+inverse of the effort (`robot_ident.torque_stream.CurrentSynthesiser`), same stamp,
+so the torque and identification nodes run their real current -> effort path.
+"""
+from __future__ import annotations
+
+import rclpy
+from builtin_interfaces.msg import Time
+from control_msgs.msg import DynamicJointState, InterfaceValue
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
+
+from ..io.config import load_config
+from ..msgs import dynamic_joint_state_message
+from ..torque_stream import CurrentSynthesiser
+from ._common import ExternalShutdownException, declare, float_array, sensor_qos, shutdown
+
+
+class CurrentSynthNode(Node):
+    def __init__(self):
+        super().__init__("current_synth_node")
+        config_file = declare(self, "config_file", "", "robot_ident parameter YAML (joints, actuators)",
+                              read_only=True)
+        in_topic = declare(self, "input_topic", "/joint_states", "JointState with joint efforts", read_only=True)
+        out_topic = declare(self, "output_topic", "/robot_ident/synthetic_currents",
+                            "DynamicJointState with the 'current' interface", read_only=True)
+        cfg = load_config(config_file)
+        self.synth = CurrentSynthesiser(cfg.joints, cfg.actuators)
+        self.interface = cfg.current_interface
+        self.pub = self.create_publisher(DynamicJointState, out_topic, sensor_qos())
+        self.create_subscription(JointState, in_topic, self._on_joint_state, sensor_qos())
+
+    def _on_joint_state(self, msg) -> None:
+        s = self.synth.on_joint_state(msg)
+        if s is None:
+            return
+        self.pub.publish(dynamic_joint_state_message(DynamicJointState, InterfaceValue, Header, Time, s.stamp_ns,
+                                                     s.names, {self.interface: s.effort}, array=float_array))
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = CurrentSynthNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""excitation_node: drives the arm's trajectory controller through the excitation.
+
+A thin shell around `robot_ident.excitation_run.ExcitationRun` (all decisions are made
+there and tested without ROS): loads the URDF and the trajectory (or designs one from
+the config), checks it against the limits, approaches the start pose slowly, sends
+the excitation (repeated) through FollowJointTrajectory or the controller's
+joint_trajectory topic, and publishes its phase (idle / approaching / exciting /
+done / aborted) on a transient-local topic.
+
+Services: ``~/start`` (when ``autostart`` is false) and ``~/stop`` (std_srvs/Trigger).
+"""
+from __future__ import annotations
+
+import threading
+
+import rclpy
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import JointTolerance
+from builtin_interfaces.msg import Duration
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from ..excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase, PublishPlan,
+                              PublishState, SendTrajectory, prepare_excitation)
+from ..msg_build import joint_trajectory_message
+from ._common import (ExternalShutdownException, declare, declare_robot_description, latched_qos,
+                      message_types, robot_description, sensor_qos, shutdown)
+
+
+def _duration(seconds: float) -> Duration:
+    ns = int(round(seconds * 1e9))
+    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+class ExcitationNode(Node):
+    def __init__(self):
+        super().__init__("excitation_node")
+        declare_robot_description(self)
+        self.config_file = declare(self, "config_file", "", "robot_ident parameter YAML (joints, actuators, "
+                                   "excitation.acceleration_limits, ...)", read_only=True)
+        self.trajectory_file = declare(self, "trajectory_file", "", "excitation trajectory YAML "
+                                       "(robot-ident design); empty: design one from the config", read_only=True)
+        design_time = declare(self, "design_time", 30.0, "optimiser wall-time budget when designing [s]",
+                              read_only=True, low=1.0, high=3600.0)
+        controller = declare(self, "controller", "joint_trajectory_controller",
+                             "name of the joint trajectory controller", read_only=True)
+        interface = declare(self, "interface", "action", "'action' (FollowJointTrajectory) or 'topic' "
+                            "(<controller>/joint_trajectory)", read_only=True)
+        self.state_topic = declare(self, "state_topic", "/robot_ident/excitation_state",
+                                   "where the phase is published (transient local)", read_only=True)
+        self.autostart = declare(self, "autostart", True, "start as soon as joint states (and the action "
+                                 "server) are there; false: wait for ~/start")
+        s = ExcitationSettings
+        settings = ExcitationSettings(
+            repetitions=declare(self, "repetitions", 1, "how many times the excitation is run back to back",
+                                read_only=True, low=1, high=1000, step=1),
+            use_action=interface == "action",
+            dry_run=declare(self, "dry_run", False, "only publish the planned trajectories, move nothing",
+                            read_only=True),
+            approach_speed=declare(self, "approach_speed", s.approach_speed, "approach peak velocity, "
+                                   "fraction of the velocity limit", read_only=True, low=0.01, high=0.5),
+            approach_acceleration=declare(self, "approach_acceleration", s.approach_acceleration,
+                                          "approach peak acceleration, fraction of the limit", read_only=True,
+                                          low=0.01, high=0.5),
+            approach_min_duration=declare(self, "approach_min_duration", s.approach_min_duration,
+                                          "shortest approach [s]", read_only=True, low=0.5, high=600.0),
+            approach_tolerance=declare(self, "approach_tolerance", s.approach_tolerance,
+                                       "start pose reached within this [rad or m]", read_only=True,
+                                       low=1e-4, high=0.5),
+            joint_state_timeout=declare(self, "joint_state_timeout", s.joint_state_timeout,
+                                        "abort when joint states are older than this [s]", read_only=True,
+                                        low=0.01, high=10.0),
+            max_tracking_error=declare(self, "max_tracking_error", s.max_tracking_error,
+                                       "abort when the arm is further than this from the commanded path "
+                                       "[rad or m]", read_only=True, low=1e-3, high=1.0),
+            tracking_window=declare(self, "tracking_window", s.tracking_window,
+                                    "time window for the path distance (latency allowance) [s]", read_only=True,
+                                    low=0.0, high=2.0),
+            point_rate=declare(self, "point_rate", s.point_rate, "trajectory points per second",
+                               read_only=True, low=1.0, high=1000.0),
+            settle_time=declare(self, "settle_time", s.settle_time, "topic interface: wait after the last "
+                                "point [s]", read_only=True, low=0.0, high=10.0),
+            result_timeout=declare(self, "result_timeout", s.result_timeout, "action interface: abort when no "
+                                   "result this long after the expected end [s]", read_only=True,
+                                   low=0.1, high=60.0))
+        self.path_tolerance = declare(self, "path_tolerance", 0.1, "position path tolerance sent with the "
+                                      "goal, per joint [rad or m]; 0: the controller's", read_only=True,
+                                      low=0.0, high=1.0)
+        self.goal_tolerance = declare(self, "goal_tolerance", 0.02, "position goal tolerance sent with the "
+                                      "goal [rad or m]; 0: the controller's", read_only=True, low=0.0, high=1.0)
+        self.goal_time_tolerance = declare(self, "goal_time_tolerance", 1.0, "goal time tolerance [s]",
+                                           read_only=True, low=0.0, high=60.0)
+
+        self._types = message_types()
+        self.state_pub = self.create_publisher(String, self.state_topic, latched_qos())
+        self.plan_approach_pub = self.create_publisher(JointTrajectory, "~/planned_approach", latched_qos())
+        self.plan_excitation_pub = self.create_publisher(JointTrajectory, "~/planned_excitation", latched_qos())
+        self.traj_pub = None
+        self.action = None
+        if settings.use_action:
+            self.action = ActionClient(self, FollowJointTrajectory, f"/{controller}/follow_joint_trajectory")
+        elif interface == "topic":
+            self.traj_pub = self.create_publisher(JointTrajectory, f"/{controller}/joint_trajectory", 10)
+        else:
+            raise ValueError(f"parameter interface must be 'action' or 'topic', got {interface!r}")
+        self._publish_state(Phase.IDLE, "loading")
+
+        # Loading (or designing) the plan may take a while: a thread, the executor keeps spinning.
+        self.run: ExcitationRun | None = None
+        self._settings = settings
+        self._goal_handle = None
+        self._goal_seq = 0
+        self._lock = threading.Lock()
+        self._loader = threading.Thread(target=self._load, args=(design_time,), daemon=True)
+        self._loader.start()
+
+        self.create_subscription(JointState, self._joint_states_topic(), self._on_joint_state, sensor_qos())
+        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_timer(0.05, self._on_timer)
+
+    # ------------------------------------------------------------------ setup
+    def _joint_states_topic(self) -> str:
+        from ..io.config import load_config
+        try:
+            return load_config(self.config_file).joint_states_topic if self.config_file else "/joint_states"
+        except Exception:
+            return "/joint_states"
+
+    def _load(self, design_time: float) -> None:
+        try:
+            plan = prepare_excitation(robot_description(self), self.config_file, self.trajectory_file or None,
+                                      design_time=design_time)
+            run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model)
+        except Exception as exc:       # a bad file must not leave the node half alive
+            self.get_logger().error(f"cannot prepare the excitation: {exc}")
+            self._publish_state(Phase.ABORTED, f"cannot prepare the excitation: {exc}")
+            return
+        self.get_logger().info(f"excitation: {plan.source}, {self._settings.repetitions} x "
+                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}")
+        with self._lock:
+            self.run = run
+        self._publish_state(Phase.IDLE, "ready")
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    # ---------------------------------------------------------------- actions
+    def _publish_state(self, phase: Phase, detail: str = "") -> None:
+        self.state_pub.publish(String(data=phase.value))
+        if detail:
+            log = self.get_logger().error if phase == Phase.ABORTED else self.get_logger().info
+            log(f"{phase.value}: {detail}")
+
+    def _execute(self, actions) -> None:
+        for a in actions:
+            if isinstance(a, PublishState):
+                self._publish_state(a.phase, a.detail)
+            elif isinstance(a, SendTrajectory):
+                self._send(a)
+            elif isinstance(a, CancelGoal):
+                if self._goal_handle is not None:
+                    self._goal_handle.cancel_goal_async()
+                self._goal_seq += 1          # results of the canceled goal are ignored
+            elif isinstance(a, HoldPosition):
+                self.traj_pub.publish(joint_trajectory_message(self._types, a.points))
+            elif isinstance(a, PublishPlan):
+                self.plan_approach_pub.publish(joint_trajectory_message(self._types, a.approach))
+                self.plan_excitation_pub.publish(joint_trajectory_message(self._types, a.excitation))
+
+    def _send(self, a: SendTrajectory) -> None:
+        msg = joint_trajectory_message(self._types, a.points)        # stamp 0: start on receipt
+        if self.traj_pub is not None:
+            self.traj_pub.publish(msg)
+            return
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = msg
+        names = list(a.points["joint_names"])
+        if self.path_tolerance > 0:
+            goal.path_tolerance = [JointTolerance(name=j, position=self.path_tolerance) for j in names]
+        if self.goal_tolerance > 0:
+            goal.goal_tolerance = [JointTolerance(name=j, position=self.goal_tolerance) for j in names]
+        goal.goal_time_tolerance = _duration(self.goal_time_tolerance)
+        self._goal_seq += 1
+        seq = self._goal_seq
+        self._goal_handle = None
+        future = self.action.send_goal_async(goal)
+        future.add_done_callback(lambda f: self._on_goal_response(f, seq))
+
+    # ---------------------------------------------------------------- events
+    def _on_goal_response(self, future, seq: int) -> None:
+        with self._lock:
+            if seq != self._goal_seq or self.run is None:
+                return
+            handle = future.result()
+            accepted = handle is not None and handle.accepted
+            if accepted:
+                self._goal_handle = handle
+                handle.get_result_async().add_done_callback(lambda f: self._on_result(f, seq))
+            self._execute(self.run.on_goal_response(self._now(), accepted))
+
+    def _on_result(self, future, seq: int) -> None:
+        with self._lock:
+            if seq != self._goal_seq or self.run is None:
+                return
+            res = future.result()
+            self._execute(self.run.on_result(self._now(), int(res.status), int(res.result.error_code),
+                                             str(res.result.error_string)))
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        with self._lock:
+            if self.run is not None:
+                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity))
+
+    def _ready_to_start(self) -> bool:
+        return self.action is None or self._settings.dry_run or self.action.server_is_ready()
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            if self.run is None:
+                return
+            now = self._now()
+            if self.run.phase == Phase.IDLE and self.autostart:
+                if not self.run.has_joint_state or not self._ready_to_start():
+                    self.get_logger().info("waiting for joint states and the trajectory controller",
+                                           throttle_duration_sec=5.0)
+                    return
+                self._execute(self.run.start(now))
+                return
+            self._execute(self.run.tick(now))
+
+    def _on_start(self, request, response):
+        with self._lock:
+            if self.run is None:
+                response.success, response.message = False, "the excitation is not loaded yet"
+            elif self.run.phase != Phase.IDLE:
+                response.success, response.message = False, f"already {self.run.phase.value}"
+            elif not self._ready_to_start():
+                response.success, response.message = False, "the trajectory controller's action server is not up"
+            else:
+                self._execute(self.run.start(self._now()))
+                response.success = self.run.phase != Phase.ABORTED
+                response.message = self.run.phase.value + (f": {self.run.detail}" if self.run.detail else "")
+        return response
+
+    def _on_stop(self, request, response):
+        with self._lock:
+            if self.run is None or self.run.finished:
+                response.success, response.message = False, "nothing to stop"
+            else:
+                self._execute(self.run.stop(self._now(), "stop service called"))
+                response.success, response.message = True, "aborted"
+        return response
+
+    def close(self) -> None:
+        """On shutdown: cancel a running goal so the controller holds the arm."""
+        try:
+            with self._lock:
+                if self.run is not None and self.run.active:
+                    self._execute(self.run.stop(self._now(), "node shutting down"))
+        except Exception as exc:       # the context may be gone already
+            self.get_logger().warning(f"could not cancel on shutdown: {exc}")
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = ExcitationNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.close()
+            node.destroy_node()
+        shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""identification_node: records while the arm is excited, identifies, publishes.
+
+Records the joint states and the current source while the excitation node reports
+``exciting`` (or between ``~/start`` and ``~/stop``), then identifies on a worker
+thread -- subscription callbacks keep running -- exactly as ``robot-ident identify``
+does (`robot_ident.identification_window`, tested without ROS), writes the same
+result folder, and publishes (all transient local):
+
+* ``/robot_ident/parameters``: std_msgs/Float64MultiArray, one dimension labelled
+  ``base_parameters``; the names are on ``/robot_ident/parameter_names``
+  (std_msgs/String, a YAML document ``{parameters: [...], joints: [...]}``);
+* ``/robot_ident/validation_rms``: Float64MultiArray labelled ``validation_rms``, one
+  value per joint in the order of ``joints`` (held-out repetition when available);
+* ``/diagnostics``: diagnostic_msgs/DiagnosticArray with name -> value +- std;
+* ``/robot_ident/robot_description``: the identified URDF (std_msgs/String) when the
+  estimator gives physical parameters -- never /robot_description;
+* ``~/status``: std_msgs/String: idle, recording, identifying, done <folder>, failed <why>.
+
+``~/identify`` (std_srvs/Trigger) closes an open window and identifies it, or
+identifies the last recorded window again.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import rclpy
+import yaml
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import Trigger
+
+from ..identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
+from ..io.config import load_config
+from ..msg_build import diagnostic_array, labelled_array
+from ._common import (ExternalShutdownException, declare, declare_robot_description, latched_qos,
+                      message_types, now_ns, robot_description, sensor_qos, shutdown)
+
+
+class IdentificationNode(Node):
+    def __init__(self):
+        super().__init__("identification_node")
+        declare_robot_description(self)
+        self.config_file = declare(self, "config_file", "", "robot_ident parameter YAML", read_only=True)
+        state_topic = declare(self, "state_topic", "/robot_ident/excitation_state",
+                              "the excitation node's phase (transient local)", read_only=True)
+        self.output_dir = declare(self, "output_dir", "robot_ident_results", "result folders are written "
+                                  "under this folder, one per identification", read_only=True)
+        self.method = declare(self, "method", "", "estimator (ols, wls, robust, rls, physical, sobol-ga, "
+                              "sobol-ls); empty: the config's")
+        self.repetitions = declare(self, "repetitions", 0, "repetitions in the excitation window; > 1 holds out "
+                                   "the last one for validation, else the config's hold-out fraction",
+                                   low=0, high=1000, step=1)
+        identify_on_abort = declare(self, "identify_on_abort", False, "identify what was recorded when the "
+                                    "excitation aborts", read_only=True)
+        self.plots = declare(self, "plots", False, "write PNG plots into the result folder")
+        diag_topic = declare(self, "diagnostics_topic", "/diagnostics", "DiagnosticArray output",
+                             read_only=True)
+        record_on_start = declare(self, "record_on_start", False, "open the window at start-up (bag replay); "
+                                  "close it with ~/stop or ~/identify", read_only=True)
+        current_topic = declare(self, "current_topic", "", "override the config's current_topic (e.g. "
+                                "synthesised currents in Gazebo); empty: the config's", read_only=True)
+        self.urdf = robot_description(self)
+        self.cfg = load_config(self.config_file)
+        if current_topic:
+            self.cfg = replace(self.cfg, current_topic=current_topic)
+        self.window = RecordingWindow.from_config(self.cfg, identify_on_abort)
+        if record_on_start:
+            self.window.start()
+        self._types = message_types()
+
+        q = latched_qos()
+        self.param_pub = self.create_publisher(Float64MultiArray, "/robot_ident/parameters", q)
+        self.names_pub = self.create_publisher(String, "/robot_ident/parameter_names", q)
+        self.rms_pub = self.create_publisher(Float64MultiArray, "/robot_ident/validation_rms", q)
+        self.urdf_pub = self.create_publisher(String, "/robot_ident/robot_description", q)
+        self.diag_pub = self.create_publisher(DiagnosticArray, diag_topic, q)
+        self.status_pub = self.create_publisher(String, "~/status", q)
+
+        self.create_subscription(JointState, self.cfg.joint_states_topic, self._on_joint_state, sensor_qos())
+        if not self.window.shared_topic:
+            if self.cfg.current_kind == "dynamic_joint_state":
+                from control_msgs.msg import DynamicJointState
+                self.create_subscription(DynamicJointState, self.cfg.current_topic, self._on_current, sensor_qos())
+            else:
+                self.create_subscription(JointState, self.cfg.current_topic, self._on_current, sensor_qos())
+        self.create_subscription(String, state_topic, self._on_excitation_state, latched_qos())
+        self.create_service(Trigger, "~/start", self._on_start)
+        self.create_service(Trigger, "~/stop", self._on_stop)
+        self.create_service(Trigger, "~/identify", self._on_identify)
+
+        self._last = None               # the last recorded window
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._status("recording" if self.window.is_open else "idle")
+
+    # ------------------------------------------------------------ recording
+    def _on_joint_state(self, msg) -> None:
+        self.window.add_joint_state(msg, now_ns(self))
+
+    def _on_current(self, msg) -> None:
+        self.window.add_current(msg, now_ns(self))
+
+    def _status(self, text: str) -> None:
+        self.status_pub.publish(String(data=text))
+        self.get_logger().info(text)
+
+    def _on_excitation_state(self, msg) -> None:
+        was_open = self.window.is_open
+        verdict, rec = self.window.on_excitation_state(msg.data)
+        if self.window.is_open and not was_open:
+            self._status("recording")
+        if rec is None:
+            return
+        if verdict == IDENTIFY:
+            self._identify(rec)
+        else:
+            self._status(f"idle (discarded {rec.messages} messages: excitation {msg.data})")
+
+    def _on_start(self, request, response):
+        response.success, response.message = self.window.start()
+        if response.success:
+            self._status("recording")
+        return response
+
+    def _on_stop(self, request, response):
+        ok, message, rec = self.window.stop()
+        response.success, response.message = ok, message
+        if rec is not None:
+            response.success, response.message = self._identify(rec)
+        return response
+
+    def _on_identify(self, request, response):
+        rec = None
+        if self.window.is_open:
+            _, _, rec = self.window.stop()
+        rec = rec or self._last
+        if rec is None:
+            response.success, response.message = False, "nothing recorded yet"
+        else:
+            response.success, response.message = self._identify(rec)
+        return response
+
+    # -------------------------------------------------------- identification
+    def _identify(self, rec) -> tuple[bool, str]:
+        """Start the identification of `rec` on the worker thread."""
+        with self._worker_lock:
+            if self._worker is not None and self._worker.is_alive():
+                return False, "an identification is running"
+            self._last = rec
+            self._worker = threading.Thread(target=self._work, args=(rec,), daemon=True)
+            self._worker.start()
+        return True, f"identifying {rec.messages} messages"
+
+    def _work(self, rec) -> None:
+        self._status(f"identifying ({rec.messages} messages)")
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+        out = Path(self.output_dir) / f"identification_{stamp}"
+        t0 = time.monotonic()
+        try:
+            outcome = identify_streams(
+                rec.states, rec.currents, self.cfg, self.urdf, out, self.config_file,
+                method=self.get_parameter("method").value or None,
+                repetitions=int(self.get_parameter("repetitions").value),
+                plots=bool(self.get_parameter("plots").value),
+                source={"node": self.get_fully_qualified_name(), "window": rec.source})
+        except Exception as exc:        # report, keep the node alive for the next window
+            self._status(f"failed: {exc}")
+            self.get_logger().error(f"identification failed: {exc}")
+            return
+        self._publish(outcome)
+        self._status(f"done {out} ({time.monotonic() - t0:.1f} s)")
+
+    def _publish(self, outcome) -> None:
+        s = result_summary(outcome)
+        self.param_pub.publish(labelled_array(self._types, "base_parameters", s.values))
+        self.names_pub.publish(String(data=yaml.safe_dump({"parameters": list(s.names), "joints": list(s.joints)},
+                                                          sort_keys=False)))
+        if s.validation_rms is not None:
+            self.rms_pub.publish(labelled_array(self._types, "validation_rms", s.validation_rms))
+        self.diag_pub.publish(diagnostic_array(self._types, now_ns(self), "robot_ident: identification",
+                                               f"{s.method}: {len(s.names)} base parameters", s.key_values(),
+                                               hardware_id=self.cfg.node_name))
+        if outcome.identified_urdf:
+            self.urdf_pub.publish(String(data=outcome.identified_urdf))
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = IdentificationNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        shutdown()
+
+
+if __name__ == "__main__":
+    main()

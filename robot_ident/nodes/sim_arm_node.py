@@ -1,0 +1,235 @@
+"""sim_arm_node: the MuJoCo simulated arm as a ROS node (no Gazebo, no hardware).
+
+Steps `robot_ident.sim.stepper.SteppingArm` (the arm of ``robot-ident simulate``:
+friction, armature, offsets, payload and noise from the config's ``simulation``
+section) on its own thread at ``control_rate`` in sim time, paced by
+``real_time_factor``, and publishes what a ros2_control arm publishes:
+
+* ``/joint_states`` (sensor_msgs/JointState: position, velocity, measured effort);
+* ``/dynamic_joint_states`` (control_msgs/DynamicJointState: position, velocity,
+  effort and ``current`` from the effort through the inverse actuator model);
+* ``/clock`` (rosgraph_msgs/Clock) so the other nodes run with use_sim_time;
+
+and serves ``/<controller>/follow_joint_trajectory`` and
+``/<controller>/joint_trajectory`` like a joint_trajectory_controller (goals outside
+the position limits are rejected; a new goal preempts the running one; cancel holds).
+Message stamps are sim time.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Time
+from control_msgs.action import FollowJointTrajectory
+from control_msgs.msg import DynamicJointState, InterfaceValue
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectory
+
+from ..errors import TrajectoryError
+from ..msg_build import clock_message, joint_trajectory_arrays
+from ..msgs import dynamic_joint_state_message, joint_state_message
+from ..sim.stepper import INVALID_GOAL, SUCCESSFUL, build_stepping_arm, goal_outcome
+from ._common import (ExternalShutdownException, declare, declare_robot_description, float_array,
+                      message_types, robot_description, sensor_qos, shutdown)
+
+_NS = 1_000_000_000
+
+
+class SimArmNode(Node):
+    def __init__(self):
+        super().__init__("sim_arm_node")
+        declare_robot_description(self)
+        config_file = declare(self, "config_file", "", "robot_ident parameter YAML (joints, actuators, "
+                              "simulation section)", read_only=True)
+        controller = declare(self, "controller", "joint_trajectory_controller", "served controller name",
+                             read_only=True)
+        rate = declare(self, "control_rate", 1000.0, "physics/control rate [Hz]", read_only=True,
+                       low=100.0, high=10000.0)
+        self.js_every = max(1, int(round(rate / declare(self, "joint_state_rate", 500.0, "joint state "
+                                                        "publish rate [Hz]", read_only=True, low=1.0,
+                                                        high=10000.0))))
+        self.djs_every = max(1, int(round(rate / declare(self, "dynamic_joint_state_rate", 500.0,
+                                                         "dynamic joint state publish rate [Hz]",
+                                                         read_only=True, low=1.0, high=10000.0))))
+        self.clock_every = max(1, int(round(rate / declare(self, "clock_rate", 250.0, "/clock publish rate "
+                                                           "[Hz]", read_only=True, low=1.0, high=10000.0))))
+        self.rtf = declare(self, "real_time_factor", 1.0, "sim seconds per wall second; 0: as fast as "
+                           "possible", read_only=True, low=0.0, high=100.0)
+        self.publish_clock = declare(self, "publish_clock", True, "publish /clock", read_only=True)
+        self.goal_tolerance = declare(self, "goal_tolerance", 0.05, "default position goal tolerance [rad or m]",
+                                      read_only=True, low=0.0, high=1.0)
+        q0 = declare(self, "initial_positions", [0.0], "initial joint positions in the config's joint order; "
+                     "[0.0] alone: the middle of each range", read_only=True)
+        self.arm, self.cfg = build_stepping_arm(
+            robot_description(self), config_file, None if list(q0) == [0.0] else np.asarray(q0, float), rate)
+        self.joints = list(self.cfg.joints)
+        self.actuators = self.cfg.actuators.for_joints(self.joints)
+        self._types = message_types()
+        self._lock = threading.Lock()
+
+        q = sensor_qos()
+        self.js_pub = self.create_publisher(JointState, "/joint_states", q)
+        self.djs_pub = self.create_publisher(DynamicJointState, "/dynamic_joint_states", q)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        cb = ReentrantCallbackGroup()
+        self.create_subscription(JointTrajectory, f"/{controller}/joint_trajectory", self._on_trajectory, 10,
+                                 callback_group=cb)
+        self.server = ActionServer(self, FollowJointTrajectory, f"/{controller}/follow_joint_trajectory",
+                                   execute_callback=self._execute, goal_callback=self._on_goal,
+                                   cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=cb)
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        self.get_logger().info(f"simulated arm {', '.join(self.joints)} at {rate:g} Hz, "
+                               f"real-time factor {self.rtf:g}")
+
+    # ------------------------------------------------------------ sim loop
+    def sim_time(self) -> float:
+        return self.arm.time
+
+    def _loop(self) -> None:
+        wall0 = time.monotonic()
+        while self._running and rclpy.ok():
+            with self._lock:
+                out = self.arm.step()
+                k = self.arm.steps
+            stamp = int(round((out.t - self.arm.dt) * _NS))     # the measurement's time
+            try:
+                if k % self.js_every == 0:
+                    self.js_pub.publish(joint_state_message(JointState, Header, Time, stamp, self.joints, out.q,
+                                                            out.qd, out.effort, array=float_array))
+                if k % self.djs_every == 0:
+                    cur = self.actuators.currents(out.effort[None, :])[0]
+                    self.djs_pub.publish(dynamic_joint_state_message(
+                        DynamicJointState, InterfaceValue, Header, Time, stamp, self.joints,
+                        {"position": out.q, "velocity": out.qd, "effort": out.effort, "current": cur},
+                        array=float_array))
+                if self.clock_pub is not None and k % self.clock_every == 0:
+                    self.clock_pub.publish(clock_message(self._types, int(round(out.t * _NS))))
+            except Exception as exc:        # context shut down under us
+                if rclpy.ok():
+                    self.get_logger().error(f"publish failed: {exc}")
+                return
+            if self.rtf > 0:
+                ahead = out.t / self.rtf - (time.monotonic() - wall0)
+                if ahead > 0.002:
+                    time.sleep(ahead)
+
+    # -------------------------------------------------------- trajectories
+    def _set(self, msg) -> tuple[int, str, int]:
+        """Load a JointTrajectory into the follower: (code, reason, goal id)."""
+        try:
+            a = joint_trajectory_arrays(msg)
+        except Exception as exc:
+            return INVALID_GOAL, str(exc), -1
+        with self._lock:
+            code, why = self.arm.follower.check(a.joint_names, a.positions)
+            if code != SUCCESSFUL:
+                return code, why, -1
+            now = self.sim_time()
+            start = a.stamp_ns / _NS if a.stamp_ns > 0 else None
+            try:
+                gid = self.arm.follower.set(now, a.joint_names, a.t, a.positions, a.velocities, a.accelerations,
+                                            start_time=start, q_now=self.arm.q_true, qd_now=self.arm.qd_true)
+            except TrajectoryError as exc:
+                return INVALID_GOAL, str(exc), -1
+        return SUCCESSFUL, "", gid
+
+    def _on_trajectory(self, msg) -> None:
+        code, why, _ = self._set(msg)
+        if code != SUCCESSFUL:
+            self.get_logger().error(f"trajectory rejected: {why}")
+
+    def _on_goal(self, goal) -> GoalResponse:
+        try:
+            a = joint_trajectory_arrays(goal.trajectory)
+        except Exception as exc:
+            self.get_logger().error(f"goal rejected: {exc}")
+            return GoalResponse.REJECT
+        code, why = self.arm.follower.check(a.joint_names, a.positions)
+        if code != SUCCESSFUL:
+            self.get_logger().error(f"goal rejected: {why}")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _execute(self, goal_handle):
+        result = FollowJointTrajectory.Result()
+        code, why, gid = self._set(goal_handle.request.trajectory)
+        if code != SUCCESSFUL:
+            result.error_code, result.error_string = code, why
+            goal_handle.abort()
+            return result
+        tol = self.goal_tolerance
+        for t in goal_handle.request.goal_tolerance:
+            if t.position > 0:
+                tol = max(tol, float(t.position)) if tol > 0 else float(t.position)
+        names = list(goal_handle.request.trajectory.joint_names)
+        idx = [self.joints.index(j) for j in names]
+        while rclpy.ok():
+            with self._lock:
+                f = self.arm.follower
+                preempted = f.goal_id != gid
+                now = self.sim_time()
+                done = now >= f.end_time()
+                q = self.arm.q_true
+                if goal_handle.is_cancel_requested or preempted:
+                    f.hold(q)
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+                result.error_string = "canceled; holding position"
+                return result
+            if preempted:
+                goal_handle.abort()
+                result.error_string = "preempted by a newer trajectory"
+                return result
+            if done:
+                break
+            fb = FollowJointTrajectory.Feedback()
+            fb.joint_names = names
+            fb.actual.positions = float_array(q[idx])
+            goal_handle.publish_feedback(fb)
+            time.sleep(0.02)
+        with self._lock:
+            q = self.arm.q_true
+            final = self.arm.follower.final_position()
+        code, why = goal_outcome(q[idx], final[idx], tol)
+        result.error_code, result.error_string = code, why
+        if code == SUCCESSFUL:
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def close(self) -> None:
+        self._running = False
+        self._thread.join(timeout=2.0)
+
+
+def main(args=None):
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = SimArmNode()
+        executor = MultiThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.close()
+            node.destroy_node()
+        shutdown()
+
+
+if __name__ == "__main__":
+    main()
