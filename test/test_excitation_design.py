@@ -210,8 +210,8 @@ def test_optimisers_are_reproducible_with_a_seed(small):
 
 def test_primary_method_improves_and_respects_the_grid_constraints(small):
     pr = _problem(small)
-    res = make_optimizer("slsqp", maxiter=40).run(pr, Budget(max_evals=2500), seed=0)
-    assert res.f < res.initial_f - 0.3
+    res = make_optimizer("slsqp", maxiter=40).run(pr, Budget(max_evals=4000), seed=0)
+    assert res.f < res.initial_f - 0.2      # initial: the best of 20 random feasible points
     assert pr.kinematic_excess(res.x) <= 1e-9
 
 

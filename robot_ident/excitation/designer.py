@@ -95,6 +95,15 @@ def _tightened(b: Bounds, f: float) -> Bounds:
     return Bounds(mid - half, mid + half, b.velocity * f, b.acceleration * f)
 
 
+def _scale_excursion(param: Parameterisation, x: np.ndarray, f: float) -> np.ndarray:
+    """Every joint's excursion times f (offset variables kept): smaller velocities and
+    accelerations, positions closer to the offset/start, never outside the limits again."""
+    scal = np.ones(param.n_vars, dtype=bool)
+    off = param.offset_var[param.offset_var >= 0]
+    scal[off] = False
+    return np.where(scal, x * f, x)
+
+
 def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                       problem: ExcitationProblem | None = None) -> DesignResult:
     from ..base import BaseParameters
@@ -115,10 +124,13 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
         start = param.start
     traj = param.build(x)
     report = check_trajectory(traj, limits, model, spec.check_dt, start)
-    for f in (0.999, 0.995, 0.99, 0.98, 0.95, 0.9):
+    for f in (0.999, 0.995, 0.99, 0.98, 0.95, 0.9, 0.8, 0.7):
         if report.valid:
             break
         x = param.repair(x, _tightened(problem.bounds, f), problem._con_off, problem._con_B)
+        if any(r["quantity"] == "effort" for r in report.violations()):
+            # Efforts are not repaired by the kinematic repair: slow the whole motion down.
+            x = _scale_excursion(param, x, f)
         traj = param.build(x)
         report = check_trajectory(traj, limits, model, spec.check_dt, start)
     if not report.valid:

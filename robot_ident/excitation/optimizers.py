@@ -85,10 +85,11 @@ class MultiStartSLSQP(Optimizer):
     name = "slsqp"
 
     def __init__(self, maxiter: int = 200, ftol: float = 1e-7, feas_tol: float = 1e-6, smooth: float = 16.0,
-                 polish_fraction: float = 0.2, polish_factor: int = 4):
+                 polish_fraction: float = 0.2, polish_factor: int = 4, screen: int = 20):
         self.maxiter, self.ftol, self.feas_tol = int(maxiter), float(ftol), float(feas_tol)
         self.smooth = float(smooth)
         self.polish_fraction, self.polish_factor = float(polish_fraction), int(polish_factor)
+        self.screen = max(1, int(screen))
 
     def _local(self, problem, x0, cons, stop, on_point):
         """One SLSQP descent from x0 in box-normalised variables; ``stop()`` ends it early."""
@@ -130,9 +131,12 @@ class MultiStartSLSQP(Optimizer):
         try:
             # Phase 1: random feasible starts, each descended to convergence.
             while not main_over() and not problem.exhausted():
-                x0 = problem.random_start(rng)
+                # Start from the best of `screen` random feasible points.
+                cands = [problem.random_start(rng) for _ in range(self.screen)]
+                fs0 = [problem.value(c) for c in cands]
+                k = int(np.argmin(fs0))
+                x0, f0 = cands[k], fs0[k]
                 starts += 1
-                f0 = problem.value(x0)
                 if problem.effort_excess(x0) == 0:
                     tr.offer(f0, x0)
                 best_run = {"f": np.inf, "x": None}
