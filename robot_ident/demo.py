@@ -30,7 +30,7 @@ from .pipeline import IdentificationSettings, base_parameters, identify, validat
 from .progress import Progress
 from .report import plot_efforts
 from .resources import share_file
-from .signals import FilterOptions, ProcessedData, process
+from .signals import ProcessedData, process
 from .sim import JointTruth, SimNoise, SimulatedArm
 from .validation import ValidationReport
 

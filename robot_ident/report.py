@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from .io.atomic import atomic_write_bytes
 

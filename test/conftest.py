@@ -40,3 +40,16 @@ def random_states(model, n, seed=0, vel=2.0, acc=8.0):
     hi = np.where(np.isfinite(model.limits.upper), model.limits.upper, np.pi)
     return (rng.uniform(lo, hi, (n, model.n)), rng.uniform(-vel, vel, (n, model.n)),
             rng.uniform(-acc, acc, (n, model.n)))
+
+
+@pytest.fixture(scope="module")
+def model(demo_urdf):
+    """The demo arm's RobotModel (test files may define their own `model`)."""
+    from robot_ident.model import RobotModel
+    return RobotModel(demo_urdf)
+
+
+@pytest.fixture(scope="module")
+def base(model):
+    from robot_ident.base import BaseParameters
+    return BaseParameters.from_model(model)

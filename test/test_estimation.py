@@ -2,10 +2,8 @@ import numpy as np
 import pytest
 
 from conftest import random_states
-from robot_ident.base import BaseParameters
 from robot_ident.errors import IdentificationError
 from robot_ident.estimation import build_problem, ols, wls
-from robot_ident.model import RobotModel
 from robot_ident.signals import ProcessedData
 
 
@@ -17,16 +15,6 @@ def synthetic(model, n=400, noise=None, seed=0):
         tau = tau + rng.normal(size=tau.shape) * noise
     t = np.arange(n) * 0.01
     return ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau)
-
-
-@pytest.fixture(scope="module")
-def model(demo_urdf):
-    return RobotModel(demo_urdf)
-
-
-@pytest.fixture(scope="module")
-def base(model):
-    return BaseParameters.from_model(model)
 
 
 @pytest.mark.parametrize("estimator", [ols, wls])

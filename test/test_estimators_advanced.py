@@ -5,7 +5,6 @@ import pinocchio as pin
 import pytest
 
 from conftest import random_states
-from robot_ident.base import BaseParameters
 from robot_ident.estimation import build_problem, irls, physically_consistent, recursive_estimate, sensitivity_ga, wls
 from robot_ident.estimation.physical import (dynamic_from_log_cholesky, is_physical, log_cholesky_from_dynamic,
                                              pseudo_inertia)
@@ -13,16 +12,6 @@ from robot_ident.io.urdf_export import write_parameters
 from robot_ident.model import RobotModel
 from robot_ident.sensitivity import classify, sobol_indices
 from robot_ident.signals import ProcessedData
-
-
-@pytest.fixture(scope="module")
-def model(demo_urdf):
-    return RobotModel(demo_urdf)
-
-
-@pytest.fixture(scope="module")
-def base(model):
-    return BaseParameters.from_model(model)
 
 
 def truth_theta(model, seed=0):

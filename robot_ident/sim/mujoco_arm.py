@@ -19,7 +19,6 @@ whose standard deviation is a fraction of each joint's effort RMS (or absolute).
 """
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Callable, Sequence
