@@ -10,7 +10,7 @@ import sys
 from .errors import RobotIdentError
 
 # Order is the order shown by --help.
-COMMANDS = ("demo", "design", "simulate", "identify", "validate")
+COMMANDS = ("demo", "design", "simulate", "identify", "validate", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

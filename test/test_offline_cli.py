@@ -105,3 +105,14 @@ def test_bad_input_exits_2_with_a_one_line_reason(workdir, demo_urdf, args, mess
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert not (workdir / "out_bad").exists()
+
+
+def test_report_command_writes_an_html_page(workdir):
+    res = workdir / "res_sqlite3"
+    if not res.exists():
+        pytest.skip("needs the sqlite3 round trip above")
+    assert main(["report", "--result", str(res)]) == 0
+    page = (res / "report.html").read_text()
+    d, base, values, std = load_result(res)
+    assert page.startswith("<!DOCTYPE html>") and "Validation on" in page
+    assert all(j in page for j in d["robot"]["joints"]) and base.names[0].split(" ")[0] in page
