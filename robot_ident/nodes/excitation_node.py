@@ -79,11 +79,11 @@ class ExcitationNode(Node):
                                        "[rad or m]", read_only=True, low=1e-3, high=1.0),
             tracking_window=declare(self, "tracking_window", s.tracking_window,
                                     "time window for the path distance (latency allowance) [s]", read_only=True,
-                                    low=0.0, high=2.0),
+                                    low=0.001, high=2.0),
             point_rate=declare(self, "point_rate", s.point_rate, "trajectory points per second",
                                read_only=True, low=1.0, high=1000.0),
             settle_time=declare(self, "settle_time", s.settle_time, "topic interface: wait after the last "
-                                "point [s]", read_only=True, low=0.0, high=10.0),
+                                "point [s]", read_only=True, low=0.01, high=10.0),
             result_timeout=declare(self, "result_timeout", s.result_timeout, "action interface: abort when no "
                                    "result this long after the expected end [s]", read_only=True,
                                    low=0.1, high=60.0))
