@@ -237,3 +237,72 @@ def test_design_excitation_accepts_closed_chain_models(five_bar, hybrid):
         for qa in q[::20]:
             r, _ = model.closure_residual(model.solve_positions(qa), jacobian=False)
             assert np.abs(r).max() < 1e-10
+
+
+# ------------------------------------------------------------------ pose closure
+def _welded_five_bar(tmp_path):
+    """The five-bar closed by a weld instead: a tip link on a revolute joint at the end of
+    distal 2 is welded (full pose) to the end of distal 1 (3 passive joints)."""
+    text = (ROOT / "urdf" / "five_bar.urdf").read_text()
+    extra = """  <joint name="tip2" type="revolute">
+    <parent link="distal2"/>
+    <child link="tip_link"/>
+    <origin xyz="0 0 0.4" rpy="0 0 0"/>
+    <axis xyz="0 1 0"/>
+    <limit lower="-3.1" upper="3.1" effort="10" velocity="10"/>
+  </joint>
+  <link name="tip_link">
+    <inertial><origin xyz="0.02 0 0.01" rpy="0 0 0"/><mass value="0.3"/>
+      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="3e-4" iyz="0" izz="2e-4"/></inertial>
+  </link>
+</robot>"""
+    urdf = tmp_path / "five_bar_weld.urdf"
+    urdf.write_text(text.replace("</robot>", extra))
+    closure = Closure("tip_weld", "distal1", "tip_link", point_a=(0, 0, 0.4), kind="pose")
+    home = {"act1": -0.5, "elbow1": 1.33, "act2": 0.5, "elbow2": -1.33, "tip2": 1.65}
+    return ClosedChainModel(str(urdf), ("act1", "act2"), [closure], home, FRICTION)
+
+
+def test_pose_closure_solves_and_matches_mujoco_weld(tmp_path, five_bar):
+    from robot_ident.sim.closed_chain_sim import ClosedChainSim
+    from robot_ident.sim.mujoco_arm import SimNoise
+    model = _welded_five_bar(tmp_path)
+    assert model.nc == 6 and len(model.passive_names) == 3
+    for qa in _random_actuated(model, 10, seed=31):
+        q = model.solve_positions(qa)
+        r, _ = model.closure_residual(q, jacobian=False)
+        assert np.abs(r).max() < 1e-10
+        # the loop geometry is the five-bar's: same elbows
+        q5 = five_bar.solve_positions(qa)
+        assert abs(q[model.tree_index("elbow1")] - q5[five_bar.tree_index("elbow1")]) < 1e-9
+        G = model.velocity_map(q)
+        assert np.abs(G - finite_difference_G(model, qa)).max() < 1e-7 * max(1.0, np.abs(G).max())
+    theta = _truth(model)
+    run = ClosedChainSim(model, theta).run(_excitation(model, 12, 3.0), noise=SimNoise(0.0, 0.0, 0.0))
+    assert run.max_violation < 1e-6
+    pred = model.efforts(run.q_true, run.qd_true, run.qdd_true, theta)
+    pred -= theta[[model.layout.index(f"{j}.off") for j in model.joint_names]]
+    moving = np.abs(run.qd_true) > 5e-3
+    for k in range(model.n):
+        e = (pred - run.effort_true)[moving[:, k], k]
+        assert np.sqrt(np.mean(e ** 2)) < 1e-4 * np.sqrt(np.mean(run.effort_true[:, k] ** 2))
+
+
+# ------------------------------------------------------------------ demo
+def test_hybrid_demo_identifies_within_target_on_held_out_data():
+    from robot_ident.closed_chain_demo import HybridDemoSetup, run_hybrid_demo
+    o = run_hybrid_demo(HybridDemoSetup(segments=3, validation_segments=1, design_time_s=0.0,
+                                        methods=("wls", "sobol-ls")))
+    assert o.model.layout.size == 100 and 0 < o.base.size < 100
+    assert o.max_violation < 1e-6
+    assert sum(o.class_counts.values()) == 80 and o.class_counts["high"] == 24
+    wls_ratio = o.outcomes["wls"].validation.noise_ratio
+    assert (wls_ratio <= 1.3).all(), wls_ratio
+    assert (wls_ratio >= 0.8).all(), wls_ratio        # cannot beat the noise: the figure is honest
+    assert (o.outcomes["sobol-ls"].validation.noise_ratio <= 2.0).all()
+
+
+def test_cli_accepts_hybrid5():
+    from robot_ident.cli import build_parser
+    args = build_parser().parse_args(["demo", "--robot", "hybrid5"])
+    assert args.robot == "hybrid5"
