@@ -19,7 +19,6 @@ the modified Fourier series they hold to round-off.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -88,7 +88,6 @@ class Parameterisation:
         x = np.array(x, dtype=float)
         qo, qdo, qddo = off
         Bq, Bqd, Bqdd = B
-        n = self.n
         scal = np.ones(self.n_vars, dtype=bool)
         has_off = self.offset_var >= 0
         scal[self.offset_var[has_off]] = False
