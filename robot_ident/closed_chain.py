@@ -50,11 +50,11 @@ The closure description lives next to the URDF (see ``urdf/hybrid5_closures.yaml
       - {name: limb1_sphere, kind: position, link_a: limb1_rod, point_a: [0, 0, 0],
          link_b: platform, point_b: [0, 0.15, 0]}
     home: {gimbal2_a: 0.0, ...}          # initial guess of the passive joints (assembly mode)
-    tie:  {limb_cylinder: [limb1_tilt, limb2_tilt, limb3_tilt], ...}
+    tie:  {limb_cylinder: [limb1_swing, limb2_swing, limb3_swing], ...}
+    actuators: {limb1_slide: {type: screw, torque_constant: 0.95, lead: 0.01, ...}, ...}
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +123,7 @@ class ClosedChainSpec:
     closures: tuple[Closure, ...]
     home: dict = field(default_factory=dict)    # tree joint -> initial guess (passive) / home (actuated)
     tie: dict = field(default_factory=dict)     # group name -> tree joints whose bodies are identical
-    screw: dict = field(default_factory=dict)   # optional actuator data, passed through to users
+    actuators: dict = field(default_factory=dict)  # optional current -> effort data (robot_ident.actuation)
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> "ClosedChainSpec":

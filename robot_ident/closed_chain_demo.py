@@ -38,7 +38,7 @@ from .excitation.problem import ExcitationProblem
 from .model import FrictionOptions
 from .progress import Progress
 from .resources import share_file
-from .signals import FilterOptions, ProcessedData, concatenate, process
+from .signals import FilterOptions, process
 from .sim.closed_chain_sim import ClosedChainSim
 from .sim.mujoco_arm import SimNoise
 from .validation import ValidationReport, validate
@@ -227,7 +227,7 @@ class HybridOutcome:
 
 
 def _actuators(spec: ClosedChainSpec, model: ClosedChainModel) -> ActuatorSet:
-    acts = ActuatorSet.from_mapping(model.joint_names, spec.screw)
+    acts = ActuatorSet.from_mapping(model.joint_names, spec.actuators)
     acts.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
     return acts
 
@@ -273,12 +273,13 @@ def run_hybrid_demo(setup: HybridDemoSetup | None = None, progress: Progress | N
         if setup.design_time_s > 0:
             ds = DesignSpec(family="polynomial7", optimizer="ga", max_time=setup.design_time_s, max_evals=None,
                             seed=setup.seed, n_evaluation=30 * setup.segments, check_dt=5e-3)
-            designed = design_excitation(model, limits, ds, base, problem=problem)
-            design_cond = designed.cond
-            if design_cond < random_cond:
-                ident_traj = designed.trajectory
-            else:
-                design_cond = random_cond
+            try:
+                designed = design_excitation(model, limits, ds, base, problem=problem)
+            except TrajectoryError:      # nothing within the limits found in the budget: keep the random start
+                designed = None
+            design_cond = random_cond
+            if designed is not None and designed.cond < random_cond:
+                ident_traj, design_cond = designed.trajectory, designed.cond
         valid_traj = random_chain(model, setup.validation_segments, setup.segment_duration, start, bounds,
                                   setup.seed + 1000)
     with progress.stage("simulate"):
