@@ -60,5 +60,8 @@ def run(args) -> int:
           f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "
           f"{o.n_evals} evaluations in {o.wall_time:.1f} s")
     print(f"limits: {result.report.summary()}")
+    if not result.cond < 1e6:
+        print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
+              f"the {spec.family} family cannot excite every base parameter of these joints")
     print(f"wrote {args.output}")
     return 0
