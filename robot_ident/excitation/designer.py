@@ -107,6 +107,7 @@ def _scale_excursion(param: Parameterisation, x: np.ndarray, f: float) -> np.nda
 def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                       problem: ExcitationProblem | None = None) -> DesignResult:
     from ..base import BaseParameters
+    from ..blas import single_threaded_blas
 
     if limits.joint_names != tuple(model.joint_names):
         raise TrajectoryError("limits and model list different joints")
@@ -117,7 +118,8 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                                     spec.n_samples, spec.n_constraint)
     param = problem.param
     opt = make_optimizer(spec.optimizer, **spec.optimizer_options)
-    res = opt.run(problem, Budget(spec.max_evals, spec.max_time), seed=spec.seed)
+    with single_threaded_blas():   # small matrices, thousands of evaluations (see robot_ident.blas)
+        res = opt.run(problem, Budget(spec.max_evals, spec.max_time), seed=spec.seed)
     x = res.x
     start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
     if start is None and spec.family != "fourier":
