@@ -8,7 +8,7 @@ held-out trajectory for WLS, for source A's Sobol + GA and for the same classes 
 bounded least squares (sobol-ls, the method's own limit without the GA's convergence
 error). Target: WLS RMS / noise std <= 1.3 on every actuator.
 
-    python bench/hybrid.py [--seeds 7 8 9] [--design-time 20] [--generations 1000] [--untied]
+    python bench/hybrid.py [--seeds 7 8 9] [--design-evals 200] [--generations 1000] [--untied]
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ from robot_ident.closed_chain_demo import HybridDemoSetup, run_hybrid_demo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 8, 9])
-    ap.add_argument("--design-time", type=float, default=20.0, help="excitation GA budget per seed [s]")
+    ap.add_argument("--design-evals", type=int, default=200, help="excitation GA budget (criterion evaluations)")
     ap.add_argument("--generations", type=int, default=1000, help="Sobol + GA generations")
     ap.add_argument("--noise", type=float, default=0.01, help="effort noise, fraction of each actuator's RMS")
     ap.add_argument("--untied", action="store_true", help="identify the three limbs separately")
     args = ap.parse_args()
     worst: dict[str, float] = {}
     for seed in args.seeds:
-        setup = replace(HybridDemoSetup(), seed=seed, design_time_s=args.design_time, ga_generations=args.generations,
+        setup = replace(HybridDemoSetup(), seed=seed, design_evals=args.design_evals, ga_generations=args.generations,
                         effort_noise=args.noise, tie_limbs=not args.untied)
         t0 = time.perf_counter()
         o = run_hybrid_demo(setup)

@@ -9,7 +9,7 @@
 3. Excitation (source A): 7th-order polynomials per actuated joint, rest to rest at the
    home pose, chained into segments; the coefficients are optimised for the condition
    number of the base regressor within the strokes and angle ranges, velocity and
-   acceleration limits (the excitation designer, GA with a wall-time budget).
+   acceleration limits (the excitation designer, GA with an evaluation budget).
 4. MuJoCo simulates the whole tree with the loop closures as `connect` equalities, driven
    by limb forces and head torques (1 kHz feed-forward + PD); the drives report motor
    currents (screw limbs: F = 2 pi r k_t eta i / lead, rotary head), with noise.
@@ -148,7 +148,7 @@ class HybridDemoSetup:
     segment_duration: float = 6.0
     velocity_limits: tuple | None = None     # None: the URDF's
     acceleration_limits: tuple = (0.5, 0.5, 0.5, 4.0, 4.0)
-    design_time_s: float = 20.0              # excitation optimisation budget (0: random coefficients)
+    design_evals: int = 200                  # excitation GA budget in criterion evaluations (0: random coefficients)
     methods: tuple = ("wls", "sobol-ga", "sobol-ls")
     ga_generations: int = 1000
     tie_limbs: bool = True
@@ -270,8 +270,8 @@ def run_hybrid_demo(setup: HybridDemoSetup | None = None, progress: Progress | N
                                     n_constraint=40 * setup.segments + 1)
         random_cond = problem.criterion_report(param.to_vector(ident_traj), 30 * setup.segments)[0]
         design_cond = None
-        if setup.design_time_s > 0:
-            ds = DesignSpec(family="polynomial7", optimizer="ga", max_time=setup.design_time_s, max_evals=None,
+        if setup.design_evals > 0:
+            ds = DesignSpec(family="polynomial7", optimizer="ga", max_time=None, max_evals=setup.design_evals,
                             seed=setup.seed, n_evaluation=30 * setup.segments, check_dt=5e-3)
             try:
                 designed = design_excitation(model, limits, ds, base, problem=problem)

@@ -291,7 +291,7 @@ def test_pose_closure_solves_and_matches_mujoco_weld(tmp_path, five_bar):
 # ------------------------------------------------------------------ demo
 def test_hybrid_demo_identifies_within_target_on_held_out_data():
     from robot_ident.closed_chain_demo import HybridDemoSetup, run_hybrid_demo
-    o = run_hybrid_demo(HybridDemoSetup(segments=3, validation_segments=1, design_time_s=0.0,
+    o = run_hybrid_demo(HybridDemoSetup(segments=3, validation_segments=1, design_evals=0,
                                         methods=("wls", "sobol-ls")))
     assert o.model.layout.size == 100 and 0 < o.base.size < 100
     assert o.max_violation < 1e-6
