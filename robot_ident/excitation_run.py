@@ -171,6 +171,7 @@ class ExcitationSettings:
     joint_state_timeout: float = 0.5      # s
     max_tracking_error: float = 0.1       # rad or m
     tracking_window: float = 0.25         # s either side of the expected time
+    tracking_period: float = 0.01         # s of measurement time between two tracking checks
     point_rate: float = 100.0             # trajectory points per second
     settle_time: float = 0.5              # topic mode: wait after the last point
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
@@ -185,7 +186,8 @@ class ExcitationSettings:
             if not 0 < v <= 1:
                 raise TrajectoryError(f"{name} is a fraction of the limit in (0, 1], got {v}")
         for name in ("approach_min_duration", "approach_tolerance", "joint_state_timeout",
-                     "max_tracking_error", "tracking_window", "point_rate", "settle_time", "result_timeout",
+                     "max_tracking_error", "tracking_window", "tracking_period", "point_rate", "settle_time",
+                     "result_timeout",
                      "stop_time"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
@@ -247,6 +249,7 @@ class ExcitationRun:
         self._qd: np.ndarray | None = None
         self._last_js: float | None = None
         self.max_tracking_error_seen = 0.0
+        self._last_check = -np.inf
 
     # ------------------------------------------------------------ helpers
     @property
@@ -256,6 +259,10 @@ class ExcitationRun:
     @property
     def has_joint_state(self) -> bool:
         return self._q is not None
+
+    def joint_state_age(self, now: float) -> float | None:
+        """Seconds since the last usable joint state, None if there was none."""
+        return None if self._last_js is None else now - self._last_js
 
     @property
     def finished(self) -> bool:
@@ -292,13 +299,18 @@ class ExcitationRun:
                             "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
 
     def _send(self, now: float, phase: Phase, traj) -> list:
+        self._last_check = -np.inf
         pts = self._points(traj)
         self._motion = _Motion(phase, traj, pts, now, None if self.settings.use_action else now)
         return [self._set(phase), SendTrajectory(phase, pts, float(traj.duration))]
 
     # ------------------------------------------------------------- events
-    def on_joint_state(self, now: float, names: Sequence[str], position, velocity=()) -> list:
-        """A joint state (names matched; other joints ignored). Checks tracking while moving."""
+    def on_joint_state(self, now: float, names: Sequence[str], position, velocity=(),
+                       stamp: float | None = None) -> list:
+        """A joint state received at `now`, measured at `stamp` (its header stamp, same clock;
+        None or 0: `now`). Names are matched; other joints are ignored. While moving, the
+        position is compared with the commanded path at the measurement time, at most every
+        `tracking_period` seconds, so a backlog of queued messages is no tracking error."""
         index = {n: i for i, n in enumerate(names)}
         if any(j not in index for j in self.joint_names):
             return []          # another publisher's message, or a partial one
@@ -316,18 +328,22 @@ class ExcitationRun:
         m = self._motion
         if m is None or m.started_at is None or self.settings.dry_run:
             return []
-        err = self.tracking_error(now, q)
+        t = float(stamp) if stamp else now
+        if t - self._last_check < self.settings.tracking_period:
+            return []
+        self._last_check = t
+        err = self.tracking_error(t, q)
         self.max_tracking_error_seen = max(self.max_tracking_error_seen, err)
         if err > self.settings.max_tracking_error:
             return self._abort(now, f"tracking error {err:.4g} exceeds max_tracking_error "
                                     f"{self.settings.max_tracking_error:g} during {m.phase.value}")
         return []
 
-    def tracking_error(self, now: float, q) -> float:
-        """Distance (max over joints) from `q` to the commanded path within +-tracking_window
-        of the expected time."""
+    def tracking_error(self, t: float, q) -> float:
+        """Distance (max over joints) from `q`, measured at `t`, to the commanded path within
+        +-tracking_window of the expected time."""
         m = self._motion
-        tau = now - m.started_at
+        tau = t - m.started_at
         w = self.settings.tracking_window
         ts = np.clip(np.linspace(tau - w, tau + w, 41), 0.0, float(m.trajectory.duration))
         q_des = m.trajectory.sample(ts)[0]

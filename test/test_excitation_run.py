@@ -364,3 +364,41 @@ def test_prepare_from_file_and_config(tmp_path, demo_urdf):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="acceleration_limits"):
         prepare_excitation(demo_urdf, tmp_path / "c.yaml", tmp_path / "t.yaml")
+
+
+def test_joint_state_age(limits):
+    run = ExcitationRun(excitation(), limits)
+    assert run.joint_state_age(5.0) is None and not run.has_joint_state
+    run.on_joint_state(4.0, JOINTS, START)
+    assert run.joint_state_age(5.0) == 1.0 and run.has_joint_state
+    run.on_joint_state(4.5, JOINTS, START + np.nan)       # not finite: not a usable state
+    assert run.joint_state_age(5.0) == 1.0
+
+
+def test_a_backlog_of_queued_joint_states_is_not_a_tracking_error(limits):
+    """Messages processed 0.5 s late (a busy executor) are judged at their stamps."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(max_tracking_error=0.02))
+    f = Follower(run, START)
+    f.feed()
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    f.execute(send)
+    (send2,) = sends(run.on_result(f.now, 4, 0))
+    t0 = f.now
+    run.on_goal_response(t0, True)
+    tr = run._motion.trajectory
+    for k in range(300):
+        t = k * 0.005
+        q = tr.sample(np.array([t]))[0][0]
+        assert run.on_joint_state(t0 + t + 0.5, JOINTS, q, stamp=t0 + t) == []
+    assert run.max_tracking_error_seen < 1e-9
+    # judged at the receive time instead, the same messages would abort
+    run2 = ExcitationRun(excitation(), limits, ExcitationSettings(max_tracking_error=0.02))
+    run2.on_joint_state(t0 - 10, JOINTS, START)
+    run2._motion = type(run._motion)(Phase.EXCITING, tr, {}, t0, t0)
+    run2.phase = Phase.EXCITING
+    acts = []
+    for k in range(300):
+        t = k * 0.005
+        acts += run2.on_joint_state(t0 + t + 0.5, JOINTS, tr.sample(np.array([t]))[0][0])
+    assert any(isinstance(a, CancelGoal) for a in acts)

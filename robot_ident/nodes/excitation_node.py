@@ -152,9 +152,11 @@ class ExcitationNode(Node):
     # ---------------------------------------------------------------- actions
     def _publish_state(self, phase: Phase, detail: str = "") -> None:
         self.state_pub.publish(String(data=phase.value))
-        if detail:
-            log = self.get_logger().error if phase == Phase.ABORTED else self.get_logger().info
-            log(f"{phase.value}: {detail}")
+        # rclpy wants one severity per logging call site
+        if phase == Phase.ABORTED:
+            self.get_logger().error(f"{phase.value}: {detail}")
+        elif detail:
+            self.get_logger().info(f"{phase.value}: {detail}")
 
     def _execute(self, actions) -> None:
         for a in actions:
@@ -213,10 +215,19 @@ class ExcitationNode(Node):
 
     def _on_joint_state(self, msg: JointState) -> None:
         with self._lock:
-            if self.run is not None:
-                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity))
+            if self.run is not None and self._clock_running():
+                stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp))
+
+    def _clock_running(self) -> bool:
+        """With use_sim_time the clock reads 0 until the first /clock message."""
+        return self.get_clock().now().nanoseconds > 0
 
     def _ready_to_start(self) -> bool:
+        """Fresh joint states and (unless dry run or topic interface) the action server."""
+        age = self.run.joint_state_age(self._now())
+        if age is None or age > self._settings.joint_state_timeout:
+            return False
         return self.action is None or self._settings.dry_run or self.action.server_is_ready()
 
     def _on_timer(self) -> None:
@@ -224,8 +235,10 @@ class ExcitationNode(Node):
             if self.run is None:
                 return
             now = self._now()
+            if not self._clock_running():
+                return
             if self.run.phase == Phase.IDLE and self.autostart:
-                if not self.run.has_joint_state or not self._ready_to_start():
+                if not self._ready_to_start():
                     self.get_logger().info("waiting for joint states and the trajectory controller",
                                            throttle_duration_sec=5.0)
                     return
@@ -240,7 +253,8 @@ class ExcitationNode(Node):
             elif self.run.phase != Phase.IDLE:
                 response.success, response.message = False, f"already {self.run.phase.value}"
             elif not self._ready_to_start():
-                response.success, response.message = False, "the trajectory controller's action server is not up"
+                response.success, response.message = False, ("no fresh joint states, or the trajectory "
+                                                             "controller's action server is not up")
             else:
                 self._execute(self.run.start(self._now()))
                 response.success = self.run.phase != Phase.ABORTED
