@@ -190,3 +190,25 @@ def test_sensitivity_ga_recovers_a_model_whose_low_parameters_are_at_cad(model, 
     # beat the exact optimum of the same objective.
     assert ga.extra["weighted_cost"] < 1e-2 * ga.extra["initial_population_best_cost"]
     assert ga.extra["weighted_cost"] >= exact.extra["weighted_cost"] * (1 - 1e-9)
+
+
+def test_interior_point_reaches_an_optimum_on_the_feasibility_boundary():
+    """min |theta - target|^2 over a physical body, with an infeasible target (negative
+    principal moment about the centre of mass): the optimum is on the boundary. No
+    feasible direction from the returned point lowers the cost (first-order optimality)."""
+    from robot_ident.estimation.physical import _barrier_solve
+    target = pin.Inertia(2.0, np.array([0.1, 0.0, 0.05]), np.diag([0.02, 0.03, 0.01])).toDynamicParameters()
+    target[9] -= 0.03                                 # Izz about the centre of mass becomes -0.02
+    assert not is_physical(target)
+    start = pin.Inertia(1.0, np.zeros(3), np.eye(3) * 0.01).toDynamicParameters()
+    scale = np.ones(10)
+    theta, steps = _barrier_solve(np.eye(10), target, 1, np.zeros(10, bool), start, scale, gap=1e-10)
+    assert is_physical(theta)
+    ev = np.linalg.eigvalsh(pseudo_inertia(theta))
+    assert ev[0] < 1e-6 * ev[-1]                     # on the boundary
+    f = lambda th: np.sum((th - target) ** 2)  # noqa: E731
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        cand = theta + 1e-3 * rng.normal(size=10)
+        if np.linalg.eigvalsh(pseudo_inertia(cand))[0] >= 0:
+            assert f(cand) >= f(theta) - 1e-9

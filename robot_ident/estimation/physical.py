@@ -1,33 +1,32 @@
-"""Physically consistent estimation through the log-Cholesky parameterisation.
+"""Physically consistent estimation.
 
 A body is physically consistent iff its 4x4 pseudo-inertia
 
     J = [[Sigma, h], [h^T, m]],  Sigma = 0.5 tr(I) 1 - I,  h = m c   (I about the frame origin)
 
 is positive definite (positive mass, and an inertia about the centre of mass that is
-positive definite and satisfies the triangle inequalities). Writing J = U U^T with
+positive definite and satisfies the triangle inequalities). J is linear in the
+standard parameters, so with a least-squares cost the problem is convex:
 
-    U = e^a [[e^d1, s12, s13, t1],
-             [0,    e^d2, s23, t2],
-             [0,    0,    e^d3, t3],
-             [0,    0,    0,    1 ]]
+    min || S^-1 (W theta - y) ||^2 + prior_weight * || (theta - theta_cad) / scale ||^2
+    s.t. J_b(theta) > 0 for every body b, armature, Coulomb and viscous >= 0
 
-every real vector eta = (a, d1, d2, d3, s12, s23, s13, t1, t2, t3) gives a physical
-body and every physical body has such an eta (Rucker & Wensing, 2022). So the
-identification becomes an unconstrained nonlinear least-squares problem in eta,
-solved with scipy.optimize.least_squares (trust region reflective, analytic
-Jacobian); armature, Coulomb and viscous friction get lower bounds of zero, offsets
-are free.
-
-The map is written here, vectorised over bodies with its Jacobian, because
-Pinocchio only has it from 3.3 on (``pin.LogCholeskyParameters``) and we support
-older Pinocchio 3 from ROS; the tests check it against Pinocchio's where present.
-
-Cost: || S^-1 (W theta(eta) - y) ||^2 + prior_weight * || (theta - theta_cad) / scale ||^2,
 with S the per-joint noise levels of a WLS pass. The data are first compressed by a
-QR decomposition of the weighted standard regressor (n_std rows instead of M), so
-each iteration costs O(n_std^2). The small prior term decides the directions the data
-cannot see (the regrouped parameters), pulling them toward the URDF's CAD values.
+QR decomposition of the weighted standard regressor (n_std rows instead of M). The
+tiny prior term only decides the directions the data cannot see at all (the
+regrouped parameters), pulling them toward the URDF's CAD values; a larger weight
+would also bias directions that are weakly but genuinely excited (closed chains).
+
+Solver: a log-barrier interior-point method (Newton on t f - sum log det J_b, see
+`_barrier_solve`). Newton is affine-invariant, so the regressor's conditioning does
+not slow it, and it reaches optima on the boundary of physical consistency (flat or
+line-like mass distributions of poorly excited bodies). A trust-region polish in the
+log-Cholesky parameterisation (Rucker & Wensing, 2022: J = U U^T with U upper
+triangular, exponential diagonal, so every real vector is a physical body), solved
+with scipy.optimize.least_squares, follows and is kept only if it lowers the cost; the
+same map gives the Jacobian used for the standard deviations. The map is written here,
+with its Jacobian, because Pinocchio only has it from 3.3 on
+(``pin.LogCholeskyParameters``); the tests check it against Pinocchio's where present.
 """
 from __future__ import annotations
 
@@ -41,6 +40,7 @@ from .result import IdentificationResult
 
 MIN_THICKNESS = 1e-4   # m
 FTOL = 1e-4
+EIG_FLOOR = 1e-10  # smallest pseudo-inertia eigenvalue relative to the largest
 MAX_EXTENT = 10.0      # m
 
 # Parameter order inside eta (kept in one place).
@@ -127,7 +127,98 @@ def _parameter_scale(prior: np.ndarray, n_bodies: int) -> np.ndarray:
     return scale
 
 
-def physically_consistent(problem: IdentificationProblem, prior_weight: float = 1e-3,
+_E = None
+
+
+def _pseudo_basis() -> np.ndarray:
+    """(10, 4, 4): pseudo-inertia of each unit parameter vector (the map is linear)."""
+    global _E
+    if _E is None:
+        _E = np.stack([pseudo_inertia(e) for e in np.eye(10)])
+    return _E
+
+
+def _barrier_solve(H: np.ndarray, c: np.ndarray, nb: int, nonneg: np.ndarray, theta0: np.ndarray,
+                   scale: np.ndarray, gap: float = 1e-4, max_newton: int = 400) -> tuple[np.ndarray, int]:
+    """min 1/2 theta^T H theta - c^T theta  s.t. every body's pseudo-inertia J_b(theta) > 0
+    and theta[nonneg] > 0, by a log-barrier interior-point method (Boyd & Vandenberghe,
+    ch. 11): Newton steps on t f(theta) - sum_b log det J_b - sum log theta_nn, t raised
+    10x until the duality-gap bound (4 nb + #nonneg) / t is below `gap`.
+
+    The cost is convex and each constraint a 4x4 linear matrix inequality, so this finds
+    the constrained optimum even when bodies end on the boundary of physical consistency
+    (poorly excited links), and Newton's affine invariance makes it indifferent to the
+    conditioning of the regressor. Variables are theta / scale; theta0 (scaled likewise)
+    must be strictly feasible."""
+    E0 = _pseudo_basis()
+    Eb = [E0 * scale[10 * k:10 * k + 10, None, None] for k in range(nb)]   # J is linear in theta
+    idx_nn = np.flatnonzero(nonneg)
+    m = 4 * nb + idx_nn.size
+
+    def barrier(theta, need_derivatives):
+        val = 0.0
+        g = np.zeros_like(theta)
+        Hb = np.zeros((theta.size, theta.size))
+        for k in range(nb):
+            sl = slice(10 * k, 10 * k + 10)
+            E = Eb[k]
+            J = np.tensordot(theta[sl], E, axes=1)
+            try:
+                C = np.linalg.cholesky(J)
+            except np.linalg.LinAlgError:
+                return np.inf, None, None
+            val -= 2.0 * np.sum(np.log(np.diag(C)))
+            if need_derivatives:
+                Ji = np.linalg.inv(J)
+                X = np.einsum("ij,kjl->kil", Ji, E)          # J^-1 E_k
+                g[sl] = -np.einsum("kii->k", X)
+                Hb[sl, sl] = np.einsum("kij,lji->kl", X, X)
+        v = theta[idx_nn]
+        if (v <= 0).any():
+            return np.inf, None, None
+        val -= np.sum(np.log(v))
+        if need_derivatives:
+            g[idx_nn] -= 1.0 / v
+            Hb[idx_nn, idx_nn] += 1.0 / v ** 2
+        return val, g, Hb
+
+    f = lambda th: 0.5 * th @ H @ th - c @ th  # noqa: E731
+    theta = theta0.copy()
+    if not np.isfinite(barrier(theta, False)[0]):
+        raise IdentificationError("interior-point start is not strictly physical")
+    # Initial t: balance the cost's and the barrier's gradients.
+    _, gb, _ = barrier(theta, True)
+    gf = H @ theta - c
+    t = max(np.linalg.norm(gb) / max(np.linalg.norm(gf), 1e-300), m / max(abs(f(theta)), 1.0))
+    steps = 0
+    while True:
+        for _ in range(50):
+            bv, gb, Hb = barrier(theta, True)
+            grad = t * (H @ theta - c) + gb
+            Hess = t * H + Hb
+            try:
+                dx = -np.linalg.solve(Hess, grad)
+            except np.linalg.LinAlgError:
+                dx = -np.linalg.lstsq(Hess, grad, rcond=None)[0]
+            decrement = float(-grad @ dx)
+            steps += 1
+            if decrement / 2.0 <= 1e-9 or steps >= max_newton:
+                break
+            phi0 = t * f(theta) + bv
+            s = 1.0
+            while s > 1e-12:
+                cand = theta + s * dx
+                bc = barrier(cand, False)[0]
+                if np.isfinite(bc) and t * f(cand) + bc <= phi0 - 0.25 * s * decrement:
+                    break
+                s *= 0.5
+            theta = theta + s * dx
+        if m / t < gap or steps >= max_newton:
+            return theta, steps
+        t *= 10.0
+
+
+def physically_consistent(problem: IdentificationProblem, prior_weight: float = 1e-6,
                           max_nfev: int = 1000) -> IdentificationResult:
     """Standard parameters with every body physically consistent; see the module doc."""
     if problem.W_standard is None or problem.layout is None or problem.prior is None:
@@ -168,10 +259,22 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
         _, dtheta = unpack(x)
         return np.vstack([R @ dtheta, sqrt_prior[:, None] * dtheta])
 
-    # Start from the unconstrained minimiser of the same cost (a ridge solution), each body
-    # moved to the nearest physical one: close to the optimum, so few iterations are needed.
+    # 1. The constrained optimum by an interior-point method (convex in theta); 2. a
+    # log-Cholesky trust-region polish from there, kept only if it lowers the cost.
     A = np.vstack([R, np.diag(sqrt_prior)])
-    theta0 = np.linalg.lstsq(A, np.concatenate([z, sqrt_prior * prior]), rcond=None)[0]
+    bvec = np.concatenate([z, sqrt_prior * prior])
+    nonneg = np.zeros(n_std, bool)
+    nonneg[act] = np.isfinite(lower_act)
+    start = prior.copy()          # the CAD values, moved strictly inside the feasible set
+    for b in range(nb):
+        sl = slice(10 * b, 10 * b + 10)
+        start[sl] = dynamic_from_log_cholesky(log_cholesky_from_dynamic(prior[sl], 1e-3))[0]
+    start[nonneg] = np.maximum(start[nonneg], 1e-3 * scale[nonneg])
+    # In units of the parameter scales, so the barrier's Newton systems are well scaled.
+    Asc = A * scale
+    phi, newton_steps = _barrier_solve(Asc.T @ Asc, Asc.T @ bvec, nb, nonneg, start / scale, scale)
+    theta0 = phi * scale
+    cost = lambda th: float(np.sum((A @ th - bvec) ** 2))  # noqa: E731
     x0 = np.empty(n_std)
     for b in range(nb):
         sl = slice(10 * b, 10 * b + 10)
@@ -199,8 +302,27 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
         raise IdentificationError(f"physically consistent solver did not converge in {max_nfev} evaluations "
                                   f"({sol.message})")
     theta, dtheta = unpack(sol.x)
+    polished = cost(theta) < cost(theta0)
+    if not polished:
+        theta = theta0.copy()
+        # Jacobian of theta(eta) at the interior-point solution (for the covariance below).
+        x_ip = np.concatenate([np.concatenate([log_cholesky_from_dynamic(theta0[10 * b:10 * b + 10])
+                                                 for b in range(nb)]), theta0[act]])
+        _, dtheta = unpack(x_ip)
+        sol.x = x_ip
+    projected = []
     for b, body in enumerate(layout.body_joints):
-        if not is_physical(theta[10 * b:10 * b + 10]):
+        sl = slice(10 * b, 10 * b + 10)
+        # U U^T is positive definite in exact arithmetic, but when the data push a body to
+        # the boundary (a flat or line-like mass distribution of a poorly excited body)
+        # its smallest eigenvalue can round to <= 0. Lift it to EIG_FLOOR of the largest
+        # (a change at round-off level) so the body is strictly physical.
+        J = pseudo_inertia(theta[sl])
+        w, V = np.linalg.eigh(J)
+        if w[0] < EIG_FLOOR * w[-1]:
+            theta[sl] = dynamic_from_pseudo((V * np.maximum(w, EIG_FLOOR * w[-1])) @ V.T)
+            projected.append(body)
+        if not is_physical(theta[sl]):
             raise IdentificationError(f"physically consistent solver returned an infeasible body {body!r}")
 
     # Uncertainty by linearisation at the solution (data + prior information).
@@ -225,5 +347,7 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
                                joint_sigma=sig)
     res.standard_values = theta
     res.extra.update({"prior_weight": prior_weight, "solver_status": int(sol.status),
+                      "bodies_on_feasibility_boundary": projected, "interior_point_newton_steps": newton_steps,
+                      "trust_region_polish_kept": bool(polished),
                       "solver_iterations": int(sol.nfev)})
     return res
