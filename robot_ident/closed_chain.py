@@ -64,7 +64,8 @@ import numpy as np
 import pinocchio as pin
 
 from .errors import ModelError
-from .model import (INERTIAL_SYMBOLS, FrictionOptions, JointLimits, ParameterLayout, RobotModel)
+from .model import (INERTIAL_SYMBOLS, FrictionOptions, JointLimits, ParameterLayout, RobotModel,
+                    actuator_columns)
 
 CLOSURE_KINDS = ("position", "pose")
 _LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
@@ -448,16 +449,7 @@ class ClosedChainModel:
 
     def actuator_regressor(self, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         """(N, n, n_actuator_params) armature, Coulomb, viscous, offset columns (as RobotModel)."""
-        N = qd.shape[0]
-        syms = self.layout.actuator_symbols
-        out = np.zeros((N, self.n, self.n * len(syms)))
-        vs = self.friction.coulomb_velocity_scale
-        for k in range(self.n):
-            for s_i, s in enumerate(syms):
-                col = k * len(syms) + s_i
-                out[:, k, col] = {"Ia": lambda: qdd[:, k], "Fc": lambda: np.tanh(qd[:, k] / vs),
-                                  "Fv": lambda: qd[:, k], "off": lambda: 1.0}[s]()
-        return out
+        return actuator_columns(qd, qdd, self.layout.actuator_symbols, self.friction.coulomb_velocity_scale)
 
     def tree_regressor_sample(self, q, v, a) -> np.ndarray:
         """(nt, 10 * tree bodies) Pinocchio joint-torque regressor of the tree."""

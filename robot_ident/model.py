@@ -134,6 +134,28 @@ def _parse_urdf_joints(xml: str, label: str) -> dict[str, ET.Element]:
     return {j.get("name"): j for j in root.iter("joint")}
 
 
+def actuator_columns(qd: np.ndarray, qdd: np.ndarray, symbols: Sequence[str],
+                     coulomb_velocity_scale: float) -> np.ndarray:
+    """(N, n, n * len(symbols)) regressor columns of the per-joint actuator terms, joint-major:
+    Ia -> qdd, Fc -> tanh(qd / v_s), Fv -> qd, off -> 1 (only in the joint's own row)."""
+    N, n = qd.shape
+    out = np.zeros((N, n, n * len(symbols)))
+    for k in range(n):
+        for s_i, s in enumerate(symbols):
+            col = k * len(symbols) + s_i
+            if s == "Ia":
+                out[:, k, col] = qdd[:, k]
+            elif s == "Fc":
+                out[:, k, col] = np.tanh(qd[:, k] / coulomb_velocity_scale)
+            elif s == "Fv":
+                out[:, k, col] = qd[:, k]
+            elif s == "off":
+                out[:, k, col] = 1.0
+            else:
+                raise ModelError(f"unknown actuator parameter symbol {s!r}")
+    return out
+
+
 class RobotModel:
     """Pinocchio model of the identified joints, with the named standard parameter layout."""
 
@@ -294,22 +316,7 @@ class RobotModel:
 
     def actuator_regressor(self, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         """(N, n, n_actuator_params) columns for armature, Coulomb, viscous and offset."""
-        N = qd.shape[0]
-        syms = self.layout.actuator_symbols
-        out = np.zeros((N, self.n, self.n * len(syms)))
-        vs = self.friction.coulomb_velocity_scale
-        for k in range(self.n):
-            for s_i, s in enumerate(syms):
-                col = k * len(syms) + s_i
-                if s == "Ia":
-                    out[:, k, col] = qdd[:, k]
-                elif s == "Fc":
-                    out[:, k, col] = np.tanh(qd[:, k] / vs)
-                elif s == "Fv":
-                    out[:, k, col] = qd[:, k]
-                else:
-                    out[:, k, col] = 1.0
-        return out
+        return actuator_columns(qd, qdd, self.layout.actuator_symbols, self.friction.coulomb_velocity_scale)
 
     def regressor(self, q, qd, qdd) -> np.ndarray:
         """Stacked standard regressor, shape (N*n, n_params), sample-major rows."""

@@ -33,7 +33,7 @@ from ..closed_chain import ClosedChainModel
 from ..errors import ModelError
 from ..io.urdf_export import write_parameters
 from ..signals import Recording
-from .mujoco_arm import SimNoise, _set_scalar_or_first, mujoco_ready_urdf
+from .mujoco_arm import SimNoise, _set_scalar_or_first, mujoco_ready_urdf, set_simulation_options
 
 
 @dataclass
@@ -99,10 +99,7 @@ class ClosedChainSim:
                                    objtype=mujoco.mjtObj.mjOBJ_SITE, name1=names[0], name2=names[1])
             eq.solref = list(solref)
             eq.solimp = list(solimp)
-        spec.option.timestep = 1.0 / (self.control_rate_hz * self.substeps)
-        spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
-        spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
-            mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+        set_simulation_options(spec, self.control_rate_hz, self.substeps)
         self.mj_model = spec.compile()
         self.mj_data = mujoco.MjData(self.mj_model)
         m = self.mj_model

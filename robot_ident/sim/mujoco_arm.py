@@ -86,6 +86,15 @@ def mujoco_ready_urdf(urdf_xml: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+def set_simulation_options(spec, control_rate_hz: float, substeps: int) -> None:
+    """Physics step of control period / substeps, semi-implicit Euler with explicit damping
+    (so the damping force is b * v at the step's start, as the model writes it), no contacts."""
+    spec.option.timestep = 1.0 / (control_rate_hz * substeps)
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
+        mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+
+
 def _set_scalar_or_first(element, attr: str, value: float) -> None:
     """MuJoCo 3 stores joint damping as a scalar, MuJoCo 4 as polynomial coefficients
     whose first entry is the linear (viscous) one."""
@@ -131,10 +140,7 @@ class SimulatedArm:
             j.armature = float(truth.armature[k])
             _set_scalar_or_first(j, "damping", float(truth.viscous[k]))
             j.frictionloss = float(truth.coulomb[k])
-        spec.option.timestep = 1.0 / (self.control_rate_hz * self.substeps)
-        spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
-        spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(
-            mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+        set_simulation_options(spec, self.control_rate_hz, self.substeps)
         self.mj_model = spec.compile()
         self.mj_data = mujoco.MjData(self.mj_model)
         jid = [mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_JOINT, nm) for nm in self.joint_names]
