@@ -308,7 +308,7 @@ class ExcitationRun:
     def on_joint_state(self, now: float, names: Sequence[str], position, velocity=(),
                        stamp: float | None = None) -> list:
         """A joint state received at `now`, measured at `stamp` (its header stamp, same clock;
-        None or 0: `now`). Names are matched; other joints are ignored. While moving, the
+        None, 0 or more than 1 s away from `now`: `now`). Names are matched; other joints are ignored. While moving, the
         position is compared with the commanded path at the measurement time, at most every
         `tracking_period` seconds, so a backlog of queued messages is no tracking error."""
         index = {n: i for i, n in enumerate(names)}
@@ -328,7 +328,8 @@ class ExcitationRun:
         m = self._motion
         if m is None or m.started_at is None or self.settings.dry_run:
             return []
-        t = float(stamp) if stamp else now
+        # A stamp more than a second away from the receive time is on another clock: use `now`.
+        t = float(stamp) if stamp and abs(float(stamp) - now) < 1.0 else now
         if t - self._last_check < self.settings.tracking_period:
             return []
         self._last_check = t

@@ -392,6 +392,9 @@ def test_a_backlog_of_queued_joint_states_is_not_a_tracking_error(limits):
         q = tr.sample(np.array([t]))[0][0]
         assert run.on_joint_state(t0 + t + 0.5, JOINTS, q, stamp=t0 + t) == []
     assert run.max_tracking_error_seen < 1e-9
+    # stamps on another clock (hardware time) are not trusted: the receive time is used
+    assert run.on_joint_state(t0 + 2.0, JOINTS, tr.sample(np.array([2.0]))[0][0], stamp=12345.0) == []
+    assert run.max_tracking_error_seen < 1e-9 and run._last_check == t0 + 2.0
     # judged at the receive time instead, the same messages would abort
     run2 = ExcitationRun(excitation(), limits, ExcitationSettings(max_tracking_error=0.02))
     run2.on_joint_state(t0 - 10, JOINTS, START)
