@@ -52,6 +52,11 @@ def main(args=None):
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # SIGINT shuts the context down from another thread while the executor may be
+        # taking a message; what that raises is part of shutting down, not a failure.
+        if rclpy.ok():
+            raise
     finally:
         if node is not None:
             node.destroy_node()
