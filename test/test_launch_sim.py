@@ -38,7 +38,7 @@ def generate_test_description():
             "trajectory": str(ROOT / "config" / "demo_arm_excitation.yaml"),
             "repetitions": "2",
             "output_dir": OUTPUT,
-            "method": "wls",
+            "method": "physical",
         }.items())
     return launch.LaunchDescription([sim, launch_testing.actions.ReadyToTest()]), {}
 
@@ -86,7 +86,11 @@ class TestSimLoop(unittest.TestCase):
         folders = [p for p in Path(OUTPUT).iterdir() if (p / "result.yaml").is_file()]
         self.assertEqual(len(folders), 1)
         result = yaml.safe_load((folders[0] / "result.yaml").read_text())
-        self.assertEqual(result["method"], "wls")
+        self.assertEqual(result["method"], "physical")
+        # the physically consistent estimate comes back as a URDF, on its own latched topic
+        urdf = self._wait_for(String, "/robot_ident/robot_description", lambda m: True, 10.0).data
+        self.assertIn("identified by robot_ident (physical)", urdf)
+        self.assertEqual(urdf, (folders[0] / "identified.urdf").read_text())
         self.assertEqual(set(result["validation"]["joints"]), set(names["joints"]))
         self.assertEqual([p["name"] for p in result["base_parameters"]], names["parameters"])
         self.assertAlmostEqual(result["source"]["holdout_fraction"], 0.5)
