@@ -271,7 +271,7 @@ class ClosedChainModel:
             if j not in self.joint_names:
                 raise ModelError(f"armature given for joint {j!r}, which is not actuated")
         import xml.etree.ElementTree as ET
-        urdf_joints = {e.get("name"): e for e in ET.fromstring(self.urdf_xml).iter("joint")}
+        urdf_joints = {e.get("name"): e for e in ET.fromstring(self.urdf_xml).findall("joint")}
         theta = np.zeros(self.layout.size)
         theta[: 10 * nb] = nominal_i
         for j in self.joint_names:

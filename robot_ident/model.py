@@ -131,7 +131,7 @@ def _parse_urdf_joints(xml: str, label: str) -> dict[str, ET.Element]:
         raise ModelError(f"URDF {label} is not valid XML: {exc}") from exc
     if root.tag != "robot":
         raise ModelError(f"URDF {label}: root element is <{root.tag}>, expected <robot>")
-    return {j.get("name"): j for j in root.iter("joint")}
+    return {j.get("name"): j for j in root.findall("joint")}
 
 
 def actuator_columns(qd: np.ndarray, qdd: np.ndarray, symbols: Sequence[str],

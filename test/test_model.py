@@ -152,3 +152,22 @@ def test_nan_state_is_refused(demo_urdf):
     qd[1, 4] = np.nan
     with pytest.raises(ValueError, match="wrist_2"):
         model.regressor(q, qd, qdd)
+
+
+def test_ros2_control_joint_entries_are_not_kinematic_joints(demo_urdf):
+    """A robot_description with <ros2_control> has <joint> elements that are not URDF
+    joints; the model, the exporter and the simulator must ignore them."""
+    from robot_ident.io.urdf_export import write_parameters
+    from robot_ident.sim import JointTruth, SimulatedArm
+    xml = demo_urdf.read_text().replace("</robot>", """
+  <ros2_control name="arm" type="system">
+    <hardware><plugin>mock_components/GenericSystem</plugin></hardware>
+    <joint name="elbow"><command_interface name="effort"/><state_interface name="position"/></joint>
+  </ros2_control>
+</robot>""")
+    model = RobotModel(xml)
+    plain = RobotModel(demo_urdf)
+    np.testing.assert_array_equal(model.nominal, plain.nominal)
+    out, report = write_parameters(model, model.nominal)
+    assert len(report.written) == 6 and "<ros2_control" in out
+    SimulatedArm(xml, model.joint_names, JointTruth.zeros(6))

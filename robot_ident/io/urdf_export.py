@@ -53,7 +53,7 @@ def _fmt(x: float) -> str:
 
 def _children(root: ET.Element) -> dict[str, list[ET.Element]]:
     out: dict[str, list[ET.Element]] = {}
-    for j in root.iter("joint"):
+    for j in root.findall("joint"):
         parent = j.find("parent")
         if parent is not None:
             out.setdefault(parent.get("link"), []).append(j)
@@ -66,8 +66,8 @@ def write_parameters(model: RobotModel, theta: np.ndarray, only_physical: bool =
     if theta.shape != (model.layout.size,):
         raise ModelError(f"parameter vector has {theta.shape} entries, layout has {model.layout.size}")
     root = ET.fromstring(model.urdf_xml)
-    joints = {j.get("name"): j for j in root.iter("joint")}
-    links = {l.get("name"): l for l in root.iter("link")}
+    joints = {j.get("name"): j for j in root.findall("joint")}
+    links = {l.get("name"): l for l in root.findall("link")}
     children = _children(root)
     identified_or_movable_tree = set(model.layout.body_joints)
     report = ExportReport()

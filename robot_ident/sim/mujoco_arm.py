@@ -74,7 +74,7 @@ class SimulationResult:
 def mujoco_ready_urdf(urdf_xml: str) -> str:
     """URDF text with visuals and collisions removed and MuJoCo compiler hints added."""
     root = ET.fromstring(urdf_xml)
-    for link in root.iter("link"):
+    for link in root.findall("link"):
         for tag in ("visual", "collision"):
             for el in link.findall(tag):
                 link.remove(el)
