@@ -171,12 +171,9 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
                      config_path=None, method: str | None = None, repetitions: int = 0,
                      plots: bool = False, source: dict | None = None) -> StreamOutcome:
     """The command line's identification (``offline.identify_bag``) on recorded streams."""
-    from .io.atomic import atomic_write_text
-    from .io.results import result_to_dict, write_identified_urdf, write_result_yaml
-    from .offline import _units, load_model, split_holdout
+    from .offline import load_model, process_segments, split_holdout, write_result_folder
     from .pipeline import identification_config, identify, validate_result
-    from .signals import process
-    from .sync import synchronise
+    from .sync import SyncResult, synchronise
 
     section = dict(cfg.section("identification"))
     if method:
@@ -188,16 +185,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     sync = synchronise(states, currents, cfg.joints, options=cfg.sync, effort_field=cfg.effort_field,
                        meta={"source": "robot_ident identification_node"})
     acts = cfg.actuators.for_joints(cfg.joints)
-    parts, skipped = [], []
-    for seg in sync.segments:
-        try:
-            parts.append(process(acts.apply(seg).reorder(cfg.joints), settings.filter))
-        except SignalError as exc:
-            skipped.append(f"segment {seg.t[0]:.3f}-{seg.t[-1]:.3f} s skipped: {exc}")
-    if not parts:
-        raise SignalError(f"no usable segment after synchronisation ({sync.report.summary()}; "
-                          + "; ".join(skipped) + ")")
-    summary = sync.report.summary() + "".join(f"\n{s}" for s in skipped)
+    sync = SyncResult([acts.apply(seg) for seg in sync.segments], sync.report)
+    parts, summary = process_segments(sync, cfg.joints, settings)
     ident_data, valid_data = split_holdout(parts, holdout)
     result = identify(model, ident_data, settings)
     validation = None
@@ -207,26 +196,11 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     urdf_text = None
     if output is not None:
         out = Path(output)
-        out.mkdir(parents=True, exist_ok=True)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
                                 config=str(config_path))}
-        write_result_yaml(out, result_to_dict(result, model, validation, extra))
-        p = write_identified_urdf(out, model, result)
+        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
-        atomic_write_text(out / "model.urdf", model.urdf_xml)
-        if config_path is not None:
-            atomic_write_text(out / "config.yaml", Path(config_path).read_text(encoding="utf-8"))
-        if plots:
-            from .report import plot_efforts
-            pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
-            plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
-                         model.joint_names, f"Identification ({result.method}): measured vs predicted",
-                         _units(model))
-            if validation is not None:
-                plot_efforts(out / "validation_efforts.png", validation.t, validation.measured,
-                             validation.predicted, model.joint_names, "Held-out data: measured vs predicted",
-                             _units(model))
     elif result.standard_values is not None:
         from .io.urdf_export import write_parameters
         urdf_text, _ = write_parameters(model, result.standard_values)

@@ -92,23 +92,31 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
 
 
 # ----------------------------------------------------------------------- identify
+def process_segments(sync, joints, settings) -> tuple[list[ProcessedData], str]:
+    """Filter each synchronised segment on its own (no filter crosses a gap); segments too
+    short to process are skipped and listed in the returned summary."""
+    parts, skipped = [], []
+    for seg in sync.segments:
+        try:
+            parts.append(process(seg.reorder(joints), settings.filter))
+        except SignalError as exc:
+            skipped.append(f"segment {seg.t[0]:.3f}-{seg.t[-1]:.3f} s skipped: {exc}")
+    if not parts:
+        raise SignalError(f"no usable segment after synchronisation ({sync.report.summary()}; "
+                          + "; ".join(skipped) + ")")
+    return parts, sync.report.summary() + "".join(f"\n{s}" for s in skipped)
+
+
 def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
     from .io.bag import read_recordings_from_config
 
     with progress.stage("read bag"):
         sync = read_recordings_from_config(bag, cfg)
-    parts, skipped = [], []
     with progress.stage("process"):
-        for seg in sync.segments:
-            try:
-                parts.append(process(seg.reorder(cfg.joints), settings.filter))
-            except SignalError as exc:
-                skipped.append(f"segment {seg.t[0]:.3f}-{seg.t[-1]:.3f} s skipped: {exc}")
-    if not parts:
-        raise SignalError(f"bag {bag}: no usable segment after synchronisation ({sync.report.summary()}; "
-                          + "; ".join(skipped) + ")")
-    summary = sync.report.summary() + ("".join(f"\n{s}" for s in skipped))
-    return parts, summary
+        try:
+            return process_segments(sync, cfg.joints, settings)
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
 
 
 def split_holdout(parts: list[ProcessedData], fraction: float) -> tuple[ProcessedData, ProcessedData | None]:
@@ -118,6 +126,29 @@ def split_holdout(parts: list[ProcessedData], fraction: float) -> tuple[Processe
     cut = int(round((1.0 - fraction) * data.n_samples))
     keep = np.arange(data.n_samples)
     return data.subset(keep[:cut]), data.subset(keep[cut:])
+
+
+def write_result_folder(out: Path, model: RobotModel, result: IdentificationResult,
+                        validation: ValidationReport | None, ident_data: ProcessedData, extra: dict,
+                        config_path=None, plots: bool = True) -> Path | None:
+    """The result folder of `identify` (and of the identification node): result.yaml,
+    identified.urdf (estimators with standard parameters), model.urdf and config.yaml for
+    `validate`, and plots. Every file is written atomically. Returns identified.urdf's path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_result_yaml(out, result_to_dict(result, model, validation, extra))
+    identified = write_identified_urdf(out, model, result)
+    atomic_write_text(out / "model.urdf", model.urdf_xml)
+    if config_path is not None:
+        atomic_write_text(out / "config.yaml", Path(config_path).read_text(encoding="utf-8"))
+    if plots:
+        pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
+        plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
+                     model.joint_names, f"Identification ({result.method}): measured vs predicted", _units(model))
+        if validation is not None:
+            plot_efforts(out / "validation_efforts.png", validation.t, validation.measured, validation.predicted,
+                         model.joint_names, "Held-out data: measured vs predicted", _units(model))
+    return identified
 
 
 @dataclass
@@ -153,22 +184,9 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
             validation = validate_result(result, model, valid_data, settings)
     out = Path(output)
     with progress.stage("write"):
-        out.mkdir(parents=True, exist_ok=True)
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary}}
-        write_result_yaml(out, result_to_dict(result, model, validation, extra))
-        write_identified_urdf(out, model, result)
-        atomic_write_text(out / "model.urdf", model.urdf_xml)
-        atomic_write_text(out / "config.yaml", Path(config_path).read_text(encoding="utf-8"))
-        if plots:
-            pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
-            plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
-                         model.joint_names, f"Identification ({result.method}): measured vs predicted",
-                         _units(model))
-            if validation is not None:
-                plot_efforts(out / "validation_efforts.png", validation.t, validation.measured,
-                             validation.predicted, model.joint_names, "Held-out data: measured vs predicted",
-                             _units(model))
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
     return IdentifyOutcome(model, result, validation, out, summary)
 
 
