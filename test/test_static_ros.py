@@ -199,9 +199,21 @@ def test_node_files_are_thin_shells(path):
     assert len(classes) == 1, "one Node subclass per file"
     (main,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
     assert [a.arg for a in main.args.args] == ["args"] and isinstance(main.args.defaults[0], ast.Constant)
-    body = ast.dump(main)
-    assert "KeyboardInterrupt" in body and "destroy_node" in body and "shutdown" in body
+    # main delegates to run_node (ros2/demos' init / spin / Ctrl-C / destroy / shutdown) ...
+    (call,) = [n for n in ast.walk(main) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "run_node"]
+    assert call.args[0].id == classes[0].name
     assert len(path.read_text().splitlines()) < 320
+
+
+def test_run_node_spins_and_always_shuts_down():
+    tree = ast.parse((ROOT / "robot_ident" / "nodes" / "_common.py").read_text())
+    (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_node"]
+    body = ast.dump(fn)
+    # ... which catches Ctrl-C and an external shutdown and always destroys and shuts down.
+    assert "KeyboardInterrupt" in body and "ExternalShutdownException" in body
+    (final,) = [n for n in ast.walk(fn) if isinstance(n, ast.Try) and n.finalbody]
+    final_body = ast.dump(ast.Module(body=final.finalbody, type_ignores=[]))
+    assert "destroy_node" in final_body and "shutdown" in final_body
 
 
 def _setup_kwargs() -> dict:

@@ -96,3 +96,34 @@ def shutdown() -> None:
         try_shutdown()
     elif rclpy.ok():
         rclpy.shutdown()
+
+
+def run_node(make_node, args=None, multi_threaded: bool = False) -> None:
+    """The life of a node process, as in ros2/demos: init, spin until Ctrl-C or an
+    external shutdown, then close (when the node has `close()`), destroy and shut down."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = make_node()
+        if multi_threaded:
+            executor = MultiThreadedExecutor()
+            executor.add_node(node)
+            executor.spin()
+        else:
+            rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:
+        # SIGINT shuts the context down from another thread while the executor may be
+        # taking a message; what that raises is part of shutting down, not a failure.
+        if rclpy.ok():
+            raise
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if callable(close):
+                close()
+            node.destroy_node()
+        shutdown()

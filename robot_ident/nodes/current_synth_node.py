@@ -9,7 +9,6 @@ so the torque and identification nodes run their real current -> effort path.
 """
 from __future__ import annotations
 
-import rclpy
 from builtin_interfaces.msg import Time
 from control_msgs.msg import DynamicJointState, InterfaceValue
 from rclpy.node import Node
@@ -19,7 +18,7 @@ from std_msgs.msg import Header
 from ..io.config import load_config
 from ..msgs import dynamic_joint_state_message
 from ..torque_stream import CurrentSynthesiser
-from ._common import ExternalShutdownException, declare, float_array, sensor_qos, shutdown
+from ._common import declare, float_array, sensor_qos, run_node
 
 
 class CurrentSynthNode(Node):
@@ -45,22 +44,7 @@ class CurrentSynthNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = CurrentSynthNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        if node is not None:
-            node.destroy_node()
-        shutdown()
+    run_node(CurrentSynthNode, args)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 
-import rclpy
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from builtin_interfaces.msg import Duration
@@ -27,8 +26,8 @@ from trajectory_msgs.msg import JointTrajectory
 from ..excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase, PublishPlan,
                               PublishState, SendTrajectory, prepare_excitation)
 from ..msg_build import joint_trajectory_message
-from ._common import (ExternalShutdownException, declare, declare_robot_description, latched_qos,
-                      message_types, robot_description, sensor_qos, shutdown)
+from ._common import (declare, declare_robot_description, latched_qos,
+                      message_types, robot_description, sensor_qos, run_node)
 
 
 def _duration(seconds: float) -> Duration:
@@ -281,23 +280,7 @@ class ExcitationNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = ExcitationNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        if node is not None:
-            node.close()
-            node.destroy_node()
-        shutdown()
+    run_node(ExcitationNode, args)
 
 
 if __name__ == "__main__":

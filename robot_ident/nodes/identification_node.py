@@ -27,7 +27,6 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-import rclpy
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -38,8 +37,8 @@ from std_srvs.srv import Trigger
 from ..identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
 from ..io.config import load_config
 from ..msg_build import diagnostic_array, labelled_array
-from ._common import (ExternalShutdownException, declare, declare_robot_description, latched_qos,
-                      message_types, now_ns, robot_description, sensor_qos, shutdown)
+from ._common import (declare, declare_robot_description, latched_qos,
+                      message_types, now_ns, robot_description, sensor_qos, run_node)
 
 
 class IdentificationNode(Node):
@@ -191,22 +190,7 @@ class IdentificationNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = IdentificationNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        if node is not None:
-            node.destroy_node()
-        shutdown()
+    run_node(IdentificationNode, args)
 
 
 if __name__ == "__main__":

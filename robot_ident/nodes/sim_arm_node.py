@@ -27,7 +27,6 @@ from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import DynamicJointState, InterfaceValue
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -38,8 +37,8 @@ from ..errors import TrajectoryError
 from ..msg_build import clock_message, joint_trajectory_arrays
 from ..msgs import dynamic_joint_state_message, joint_state_message
 from ..sim.stepper import INVALID_GOAL, SUCCESSFUL, build_stepping_arm, goal_outcome
-from ._common import (ExternalShutdownException, declare, declare_robot_description, float_array,
-                      message_types, robot_description, sensor_qos, shutdown)
+from ._common import (declare, declare_robot_description, float_array,
+                      message_types, robot_description, sensor_qos, run_node)
 
 _NS = 1_000_000_000
 
@@ -215,25 +214,7 @@ class SimArmNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = SimArmNode()
-        executor = MultiThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        if node is not None:
-            node.close()
-            node.destroy_node()
-        shutdown()
+    run_node(SimArmNode, args, multi_threaded=True)
 
 
 if __name__ == "__main__":

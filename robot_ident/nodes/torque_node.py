@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import rclpy
 from builtin_interfaces.msg import Time
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -20,7 +19,7 @@ from std_msgs.msg import Header
 from ..io.config import load_config
 from ..msgs import joint_state_message
 from ..torque_stream import EffortConverter
-from ._common import ExternalShutdownException, declare, float_array, sensor_qos, shutdown
+from ._common import declare, float_array, sensor_qos, run_node
 
 
 class TorqueNode(Node):
@@ -67,22 +66,7 @@ class TorqueNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = TorqueNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
-    finally:
-        if node is not None:
-            node.destroy_node()
-        shutdown()
+    run_node(TorqueNode, args)
 
 
 if __name__ == "__main__":
