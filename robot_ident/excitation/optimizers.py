@@ -24,6 +24,8 @@ constraint grid (the designer then checks it densely).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import warnings
 from dataclasses import dataclass, field
 
@@ -70,11 +72,12 @@ class _Tracker:
                                self.problem.elapsed, self.history, info or {})
 
 
-class Optimizer:
+class Optimizer(ABC):
     name = ""
 
+    @abstractmethod
     def run(self, problem: ExcitationProblem, budget: Budget, seed: int = 0) -> OptimizerResult:
-        raise NotImplementedError
+        """Minimise the problem's criterion within the budget, reproducibly for a seed."""
 
 
 # ------------------------------------------------------------------------------
@@ -243,8 +246,9 @@ def _pymoo_problem(problem: ExcitationProblem):
 class _PymooOptimizer(Optimizer):
     pop_size = 40
 
+    @abstractmethod
     def _algorithm(self, repair):
-        raise NotImplementedError
+        """The pymoo algorithm, with the limit repair operator."""
 
     def run(self, problem, budget, seed=0):
         pp, repair = _pymoo_problem(problem)

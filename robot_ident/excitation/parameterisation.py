@@ -17,6 +17,8 @@ inside the limits (used by the population methods and after the gradient method)
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -37,7 +39,7 @@ class Bounds:
     acceleration: np.ndarray
 
 
-class Parameterisation:
+class Parameterisation(ABC):
     """Base class: subclasses set ``joint_names``, ``var_joint``, ``offset_var`` and
     implement ``build(x)`` and ``box(bounds)``."""
 
@@ -58,14 +60,17 @@ class Parameterisation:
     def duration(self) -> float:
         return float(self.build(np.zeros(self.n_vars)).duration)
 
-    def build(self, x):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def build(self, x):
+        """The trajectory of decision vector x."""
 
-    def box(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def box(self, bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds of every variable."""
 
-    def to_vector(self, traj) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def to_vector(self, traj) -> np.ndarray:
+        """The decision vector of a trajectory of this family."""
 
     def basis(self, t):
         """(off, B) for q, qd, qdd: off (N, n), B (N, n, K), exact by linearity."""
