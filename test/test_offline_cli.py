@@ -1,5 +1,7 @@
 """simulate -> rosbag2 (sqlite3 and mcap) -> identify -> validate, through the command line,
 judged against the simulator's truth file."""
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -36,17 +38,33 @@ def run_cli(*args):
     return main([str(a) for a in args] + ["--quiet"])
 
 
+@pytest.fixture(scope="module")
+def round_trip(workdir, demo_urdf):
+    """simulate (identification and validation bags) -> identify -> validate, once per
+    storage; returns (identification bag, validation bag, result folder, printed output)."""
+    done = {}
+
+    def make(storage):
+        if storage not in done:
+            bag, bag2 = workdir / f"ident_{storage}", workdir / f"valid_{storage}"
+            res = workdir / f"res_{storage}"
+            assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory",
+                           workdir / "ident.yaml", "--output", bag, "--storage", storage, "--repetitions", 2) == 0
+            assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory",
+                           workdir / "valid.yaml", "--output", bag2, "--storage", storage) == 0
+            assert run_cli("identify", "--bag", bag, "--urdf", demo_urdf, "--config", CONFIG, "--output", res,
+                           "--no-plots") == 0
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                assert run_cli("validate", "--bag", bag2, "--result", res) == 0
+            done[storage] = (bag, bag2, res, out.getvalue())
+        return done[storage]
+    return make
+
+
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
-def test_bag_round_trip_recovers_the_simulator(workdir, demo_urdf, storage, capsys):
-    bag, bag2, res = workdir / f"ident_{storage}", workdir / f"valid_{storage}", workdir / f"res_{storage}"
-    assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", workdir / "ident.yaml",
-                   "--output", bag, "--storage", storage, "--repetitions", 2) == 0
-    assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", workdir / "valid.yaml",
-                   "--output", bag2, "--storage", storage) == 0
-    assert run_cli("identify", "--bag", bag, "--urdf", demo_urdf, "--config", CONFIG, "--output", res,
-                   "--no-plots") == 0
-    assert run_cli("validate", "--bag", bag2, "--result", res) == 0
-    out = capsys.readouterr().out
+def test_bag_round_trip_recovers_the_simulator(round_trip, storage):
+    bag, bag2, res, out = round_trip(storage)
     assert "ratio" in out
 
     d, base, values, std = load_result(res)
@@ -64,10 +82,8 @@ def test_bag_round_trip_recovers_the_simulator(workdir, demo_urdf, storage, caps
         assert (res / f).is_file()
 
 
-def test_identify_with_a_physical_method_writes_a_loadable_urdf(workdir, demo_urdf):
-    bag = workdir / "ident_sqlite3"
-    if not bag.exists():
-        pytest.skip("needs the sqlite3 round trip above")
+def test_identify_with_a_physical_method_writes_a_loadable_urdf(workdir, demo_urdf, round_trip):
+    bag = round_trip("sqlite3")[0]
     res = workdir / "res_physical"
     assert run_cli("identify", "--bag", bag, "--urdf", demo_urdf, "--config", CONFIG, "--output", res,
                    "--method", "physical", "--no-plots") == 0
@@ -90,11 +106,11 @@ def test_identify_with_a_physical_method_writes_a_loadable_urdf(workdir, demo_ur
     (["validate", "--bag", "BAG", "--result", "nothing_here"], "no result.yaml"),
     (["simulate", "--urdf", "URDF", "--config", "CONFIG", "--trajectory", "nope.yaml", "--output", "X"], "nope.yaml"),
 ])
-def test_bad_input_exits_2_with_a_one_line_reason(workdir, demo_urdf, args, message):
+def test_bad_input_exits_2_with_a_one_line_reason(workdir, demo_urdf, round_trip, args, message):
     bad = workdir / "bad.yaml"
     text = CONFIG.read_text().replace("joints: [shoulder_pan,", "joints: [wrist_9,")
     bad.write_text(text)
-    bag = workdir / "ident_sqlite3"
+    bag = round_trip("sqlite3")[0]
     subst = {"URDF": str(demo_urdf), "CONFIG": str(CONFIG), "BADCONFIG": str(bad), "BAG": str(bag),
              "OUT": str(workdir / "out_bad")}
     argv = [subst.get(a, a) for a in args] + ["--quiet"]
@@ -107,10 +123,8 @@ def test_bad_input_exits_2_with_a_one_line_reason(workdir, demo_urdf, args, mess
     assert not (workdir / "out_bad").exists()
 
 
-def test_report_command_writes_an_html_page(workdir):
-    res = workdir / "res_sqlite3"
-    if not res.exists():
-        pytest.skip("needs the sqlite3 round trip above")
+def test_report_command_writes_an_html_page(round_trip):
+    res = round_trip("sqlite3")[2]
     assert main(["report", "--result", str(res)]) == 0
     page = (res / "report.html").read_text()
     d, base, values, std = load_result(res)
