@@ -49,12 +49,14 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
     base = base or base_parameters(model, settings)
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
     result = ESTIMATORS[settings.method](problem)
-    # In-sample RMS against the *raw* measured effort (outside the dead band): what a new
-    # recording can be compared with, since it includes the sensor noise.
-    pred = result.predict(model, data.q, data.qd, data.qdd)
-    mask = data.moving_mask(settings.moving_threshold, settings.guard_s)
-    raw_rms = [float(np.sqrt(np.mean((data.effort_raw[mask[:, k], k] - pred[mask[:, k], k]) ** 2)))
-               for k in range(model.n)]
+    # In-sample RMS against the *raw* measured effort on the identification rows (outside
+    # the dead band): what a new recording can be compared with, since it includes the
+    # sensor noise. The rows' regressor is the problem's, so nothing is rebuilt.
+    raw = data.effort_raw[problem.sample_of_row, problem.joint_of_row]
+    sq = (raw - problem.W @ result.values) ** 2
+    counts = np.bincount(problem.joint_of_row, minlength=model.n)
+    raw_rms = np.sqrt(np.bincount(problem.joint_of_row, weights=sq, minlength=model.n) / np.maximum(counts, 1))
+    raw_rms = [float(v) for v in raw_rms]
     result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
     result.extra.update({"moving_threshold": settings.moving_threshold,
                          "reversal_guard_s": settings.guard_s,
