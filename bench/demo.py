@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from robot_ident.demo import DemoSetup, run_demo
-from robot_ident.pipeline import IdentificationSettings
-from robot_ident.validation import rms_report
+from robot_ident.demos.serial_arm import DemoSetup, run_demo
+from robot_ident.estimation.pipeline import IdentificationSettings
+from robot_ident.estimation.validation import rms_report
 
 
 def main() -> None:

@@ -23,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from robot_ident.demo import DemoSetup, simulate_experiment  # noqa: E402
+from robot_ident.demos.serial_arm import DemoSetup, simulate_experiment  # noqa: E402
 from robot_ident.estimation import ESTIMATORS, build_problem  # noqa: E402
 from robot_ident.io.urdf_export import body_is_physical  # noqa: E402
-from robot_ident.pipeline import IdentificationSettings, base_parameters  # noqa: E402
-from robot_ident.progress import Progress  # noqa: E402
-from robot_ident.validation import validate  # noqa: E402
+from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters  # noqa: E402
+from robot_ident.util.progress import Progress  # noqa: E402
+from robot_ident.estimation.validation import validate  # noqa: E402
 
 PANDA_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 

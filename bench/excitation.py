@@ -37,11 +37,11 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from robot_ident.base import BaseParameters  # noqa: E402
+from robot_ident.model.base import BaseParameters  # noqa: E402
 from robot_ident.excitation.config import load_excitation_config  # noqa: E402
 from robot_ident.excitation.constraints import LimitSpec  # noqa: E402
 from robot_ident.excitation.designer import design_excitation  # noqa: E402
-from robot_ident.model import FrictionOptions, RobotModel  # noqa: E402
+from robot_ident.model.robot import FrictionOptions, RobotModel  # noqa: E402
 
 PANDA = tuple(f"panda_joint{i}" for i in range(1, 8))
 

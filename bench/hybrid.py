@@ -1,4 +1,4 @@
-"""Figures of the hybrid machining robot identification (robot_ident.closed_chain, source A).
+"""Figures of the hybrid machining robot identification (robot_ident.mechanisms.closed_chain, source A).
 
 For each seed: number of standard and base parameters, Sobol classes of the inertial
 parameters (high / low / zero), condition number of the excitation (the identification
@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from robot_ident.closed_chain_demo import HybridDemoSetup, run_hybrid_demo
+from robot_ident.demos.hybrid import HybridDemoSetup, run_hybrid_demo
 
 
 def main() -> None:

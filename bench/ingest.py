@@ -121,12 +121,12 @@ def write_config(path: Path, joints) -> None:
 # ---------------------------------------------------------------------- ingest (child)
 def ingest(bag: str, urdf: str, config: str, trace: bool) -> dict:
     """Runs in a fresh process: every stage of the bag -> estimate path, timed."""
-    from robot_ident.base import BaseParameters
-    from robot_ident.io.bag import read_streams
+    from robot_ident.model.base import BaseParameters
+    from robot_ident.data.bag import read_streams
     from robot_ident.io.config import load_config
-    from robot_ident.model import RobotModel
-    from robot_ident.signals import FilterOptions, process
-    from robot_ident.sync import synchronise
+    from robot_ident.model.robot import RobotModel
+    from robot_ident.data.signals import FilterOptions, process
+    from robot_ident.data.sync import synchronise
     try:
         from robot_ident.estimation import build_problem, wls
     except ImportError:
@@ -223,9 +223,9 @@ def main() -> None:
     global BLAS_THREADS
     BLAS_THREADS = args.blas_threads
     from robot_ident.excitation.fourier import FourierTrajectory
-    from robot_ident.io.bag import write_bag_from_config
+    from robot_ident.data.bag import write_bag_from_config
     from robot_ident.io.config import load_config
-    from robot_ident.model import RobotModel
+    from robot_ident.model.robot import RobotModel
     from robot_ident.sim.mujoco_arm import JointTruth, SimulatedArm
 
     xml, joints, label = arm_description()

@@ -1,4 +1,4 @@
-"""Figures of the free-floating space robot identification (robot_ident.floating_base).
+"""Figures of the free-floating space robot identification (robot_ident.mechanisms.floating_base).
 
 For LS and GA at velocity noise levels 0, 0.1 % and 1 % of each signal's RMS (several
 seeds): relative errors of the base's and the payload's mass, centre of mass and each
@@ -23,10 +23,11 @@ import time
 import numpy as np
 
 from robot_ident.errors import IdentificationError
-from robot_ident.floating_base import FloatingBaseModel, check_identifiability, stack_momentum_equations
-from robot_ident.floating_base_demo import (INERTIA_LABELS, SpaceDemoSetup, SpaceRobotSim, demo_truth,
+from robot_ident.mechanisms.floating_base import FloatingBaseModel, check_identifiability, stack_momentum_equations
+from robot_ident.sim.space_robot_sim import INERTIA_LABELS, SpaceRobotSim  # noqa: E402
+from robot_ident.demos.space import (SpaceDemoSetup, demo_truth,
                                             run_space_demo)
-from robot_ident.resources import share_file
+from robot_ident.util.resources import share_file
 
 
 def identifiability_table() -> None:

@@ -45,11 +45,11 @@ def random_states(model, n, seed=0, vel=2.0, acc=8.0):
 @pytest.fixture(scope="module")
 def model(demo_urdf):
     """The demo arm's RobotModel (test files may define their own `model`)."""
-    from robot_ident.model import RobotModel
+    from robot_ident.model.robot import RobotModel
     return RobotModel(demo_urdf)
 
 
 @pytest.fixture(scope="module")
 def base(model):
-    from robot_ident.base import BaseParameters
+    from robot_ident.model.base import BaseParameters
     return BaseParameters.from_model(model)

@@ -3,9 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from robot_ident.actuation import Actuator, ActuatorSet
+from robot_ident.model.actuation import Actuator, ActuatorSet
 from robot_ident.errors import ConfigError
-from robot_ident.signals import Recording
+from robot_ident.data.signals import Recording
 
 
 def test_rotary_formula_by_hand():

@@ -1,8 +1,8 @@
 import numpy as np
 
 from conftest import PANDA_ARM, random_states
-from robot_ident.base import BaseParameters
-from robot_ident.model import FrictionOptions, RobotModel
+from robot_ident.model.base import BaseParameters
+from robot_ident.model.robot import FrictionOptions, RobotModel
 
 NO_ACTUATOR = FrictionOptions(armature=False, coulomb=False, viscous=False, offset=False)
 

@@ -1,16 +1,16 @@
-"""Closed-chain models (robot_ident.closed_chain) against independent references:
+"""Closed-chain models (robot_ident.mechanisms.closed_chain) against independent references:
 closure residuals, finite differences, and MuJoCo's constrained multibody dynamics."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from robot_ident.base import BaseParameters
-from robot_ident.closed_chain import (ClosedChainModel, ClosedChainSpec, Closure, finite_difference_G,
+from robot_ident.model.base import BaseParameters
+from robot_ident.mechanisms.closed_chain import (ClosedChainModel, ClosedChainSpec, Closure, finite_difference_G,
                                       load_closed_chain)
 from robot_ident.errors import ModelError
 from robot_ident.excitation import PolynomialTrajectory
-from robot_ident.model import FrictionOptions
+from robot_ident.model.robot import FrictionOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 FIVE_BAR = ROOT / "urdf" / "five_bar_closures.yaml"
@@ -201,7 +201,7 @@ def test_virtual_work_regressor_equals_mujoco_actuator_efforts(request, name, du
 def test_base_parameters_and_wls_recover_truth_from_mujoco(five_bar):
     """Noise-free MuJoCo data identify every base parameter of the five-bar."""
     from robot_ident.estimation import build_problem, wls
-    from robot_ident.signals import ProcessedData
+    from robot_ident.data.signals import ProcessedData
     from robot_ident.sim.closed_chain_sim import ClosedChainSim
     from robot_ident.sim.mujoco_arm import SimNoise
     theta = _truth(five_bar)
@@ -290,7 +290,7 @@ def test_pose_closure_solves_and_matches_mujoco_weld(tmp_path, five_bar):
 
 # ------------------------------------------------------------------ demo
 def test_hybrid_demo_identifies_within_target_on_held_out_data():
-    from robot_ident.closed_chain_demo import HybridDemoSetup, run_hybrid_demo
+    from robot_ident.demos.hybrid import HybridDemoSetup, run_hybrid_demo
     o = run_hybrid_demo(HybridDemoSetup(segments=3, validation_segments=1, design_evals=0,
                                         methods=("wls", "sobol-ls")))
     assert o.model.layout.size == 100 and 0 < o.base.size < 100

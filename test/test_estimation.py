@@ -4,7 +4,7 @@ import pytest
 from conftest import random_states
 from robot_ident.errors import IdentificationError
 from robot_ident.estimation import build_problem, ols, wls
-from robot_ident.signals import ProcessedData
+from robot_ident.data.signals import ProcessedData
 
 
 def synthetic(model, n=400, noise=None, seed=0):

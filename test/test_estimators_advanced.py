@@ -9,9 +9,9 @@ from robot_ident.estimation import build_problem, irls, physically_consistent, r
 from robot_ident.estimation.physical import (dynamic_from_log_cholesky, is_physical, log_cholesky_from_dynamic,
                                              pseudo_inertia)
 from robot_ident.io.urdf_export import write_parameters
-from robot_ident.model import RobotModel
-from robot_ident.sensitivity import classify, sobol_indices
-from robot_ident.signals import ProcessedData
+from robot_ident.model.robot import RobotModel
+from robot_ident.estimation.sensitivity import classify, sobol_indices
+from robot_ident.data.signals import ProcessedData
 
 
 def truth_theta(model, seed=0):

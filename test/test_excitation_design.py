@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_ident.base import BaseParameters
+from robot_ident.model.base import BaseParameters
 from robot_ident.errors import ConfigError, TrajectoryError
 from robot_ident.excitation import FourierTrajectory, LimitSpec, Margins, check_trajectory
 from robot_ident.excitation.config import parse_excitation_config
@@ -13,7 +13,7 @@ from robot_ident.excitation.parameterisation import (FourierParameters, JointMov
                                                      ModifiedFourierParameters, PolynomialParameters)
 from robot_ident.excitation.problem import Budget, ExcitationProblem
 from robot_ident.excitation.trajectory_file import load_trajectory
-from robot_ident.model import RobotModel
+from robot_ident.model.robot import RobotModel
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow")
 ACC = {"shoulder_pan": 8.0, "shoulder_lift": 8.0, "elbow": 10.0, "wrist_1": 12.0, "wrist_2": 12.0,

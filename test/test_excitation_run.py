@@ -8,10 +8,11 @@ from robot_ident.errors import TrajectoryError
 from robot_ident.excitation.constraints import LimitSpec, check_trajectory
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.fourier import FourierTrajectory
-from robot_ident.excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase,
-                                        PublishPlan, PublishState, SendTrajectory, approach_limits,
-                                        plan_approach, prepare_excitation)
-from robot_ident.model import RobotModel
+from robot_ident.online.approach import approach_limits, plan_approach
+from robot_ident.online.excitation_plan import prepare_excitation
+from robot_ident.online.excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase,
+                                               PublishPlan, PublishState, SendTrajectory)
+from robot_ident.model.robot import RobotModel
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
 ACC = {"shoulder_pan": 6.0, "shoulder_lift": 6.0, "elbow": 8.0, "wrist_1": 10.0, "wrist_2": 10.0, "wrist_3": 10.0}

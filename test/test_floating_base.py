@@ -4,10 +4,11 @@ import pinocchio as pin
 import pytest
 
 from robot_ident.errors import IdentificationError, ModelError
-from robot_ident.floating_base import (FloatingBaseModel, MomentumExperiment, _dual_action, check_identifiability,
+from robot_ident.mechanisms.floating_base import (FloatingBaseModel, MomentumExperiment, _dual_action, check_identifiability,
                                        ga_bounds, guidance, identify, payload_ga_bounds, rest_to_rest,
                                        stack_momentum_equations)
-from robot_ident.floating_base_demo import BodyErrors, SpaceDemoSetup, SpaceRobotSim, demo_truth
+from robot_ident.demos.space import BodyErrors, SpaceDemoSetup, demo_truth
+from robot_ident.sim.space_robot_sim import SpaceRobotSim
 
 from conftest import ROOT
 
@@ -250,8 +251,8 @@ def test_bad_inputs_are_named(model):
 
 def test_space_demo_command_runs_both_stages(capsys):
     from robot_ident.cli import main
-    import robot_ident.commands.demo as demo_cmd
-    import robot_ident.floating_base_demo as fbd
+    import robot_ident.cli.commands.demo as demo_cmd
+    import robot_ident.demos.space as fbd
 
     small = dict(duration=3.0, record_hz=20.0, ga_generations=80, ga_rounds=2, ga_population=40)
     orig = fbd.SpaceDemoSetup

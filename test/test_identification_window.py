@@ -9,11 +9,11 @@ import yaml
 
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
-from robot_ident.identification_window import (DISCARD, IDENTIFY, RecordingWindow, holdout_fraction,
+from robot_ident.online.identification_window import (DISCARD, IDENTIFY, RecordingWindow, holdout_fraction,
                                                identify_streams, result_summary)
 from robot_ident.io.config import load_config
-from robot_ident.model import RobotModel
-from robot_ident.offline import identify_bag, simulate_to_bag
+from robot_ident.model.robot import RobotModel
+from robot_ident.offline.bag_workflow import identify_bag, simulate_to_bag
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "demo_arm.yaml"
@@ -35,7 +35,7 @@ def bag_messages(bag):
     """(topic, log time, message) of a bag in log order, as rosbags deserialises them."""
     from rosbags.highlevel import AnyReader
 
-    from robot_ident.io.bag import make_typestore
+    from robot_ident.data.bag import make_typestore
     with AnyReader([Path(bag)], default_typestore=make_typestore()) as r:
         return [(c.topic, t, r.deserialize(raw, c.msgtype)) for c, t, raw in r.messages()]
 

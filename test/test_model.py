@@ -4,7 +4,7 @@ import pytest
 
 from conftest import PANDA_ARM, random_states
 from robot_ident.errors import ModelError
-from robot_ident.model import FrictionOptions, RobotModel
+from robot_ident.model.robot import FrictionOptions, RobotModel
 
 
 def random_physical_theta(model, rng):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from robot_ident.errors import SignalError
-from robot_ident.msgs import (JointStreamCollector, dynamic_joint_state_message, dynamic_joint_state_values,
+from robot_ident.data.msgs import (JointStreamCollector, dynamic_joint_state_message, dynamic_joint_state_values,
                               joint_state_arrays, joint_state_message, stamp_fields, stamp_ns)
-from robot_ident.sync import synchronise
+from robot_ident.data.sync import synchronise
 
 
 def header(sec, nanosec):
@@ -73,7 +73,7 @@ def test_collector_to_stream_and_sync_with_varying_joint_order():
 
 
 def test_rosbags_types_round_trip_through_cdr():
-    from robot_ident.io.bag import make_typestore
+    from robot_ident.data.bag import make_typestore
     ts = make_typestore()
     T = ts.types
     m = joint_state_message(T["sensor_msgs/msg/JointState"], T["std_msgs/msg/Header"],

@@ -4,14 +4,14 @@ messages are well formed)."""
 import numpy as np
 import pytest
 
-from robot_ident.actuation import ActuatorSet
+from robot_ident.model.actuation import ActuatorSet
 from robot_ident.errors import SignalError
 from robot_ident.excitation.families import ModifiedFourierTrajectory, trajectory_points
-from robot_ident.io.bag import make_typestore
-from robot_ident.msg_build import (MessageTypes, clock_message, diagnostic_array, joint_trajectory_arrays,
+from robot_ident.data.bag import make_typestore
+from robot_ident.online.msg_build import (MessageTypes, clock_message, diagnostic_array, joint_trajectory_arrays,
                                    joint_trajectory_message, labelled_array)
-from robot_ident.msgs import dynamic_joint_state_message, joint_state_arrays, joint_state_message
-from robot_ident.torque_stream import EffortConverter
+from robot_ident.data.msgs import dynamic_joint_state_message, joint_state_arrays, joint_state_message
+from robot_ident.online.torque_stream import EffortConverter
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_torque_conversion_from_the_joint_state_effort_field(ts):
 def test_synthesised_currents_convert_back_to_the_efforts(ts):
     from types import SimpleNamespace as NS
 
-    from robot_ident.torque_stream import CurrentSynthesiser
+    from robot_ident.online.torque_stream import CurrentSynthesiser
     T = ts.types
     H, Tm = T["std_msgs/msg/Header"], T["builtin_interfaces/msg/Time"]
     DJS, IV = T["control_msgs/msg/DynamicJointState"], T["control_msgs/msg/InterfaceValue"]

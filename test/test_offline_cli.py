@@ -15,7 +15,7 @@ from robot_ident.cli import main
 from robot_ident.excitation import FourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
 from robot_ident.io.results import load_result
-from robot_ident.model import RobotModel
+from robot_ident.model.robot import RobotModel
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "demo_arm.yaml"

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from robot_ident.errors import SignalError
-from robot_ident.signals import FilterOptions, ProcessedData, Recording, lowpass, process
+from robot_ident.data.signals import FilterOptions, ProcessedData, Recording, lowpass, process
 
 J = ("a", "b")
 

@@ -10,7 +10,7 @@ from robot_ident.errors import TrajectoryError
 from robot_ident.excitation.constraints import LimitSpec, check_trajectory
 from robot_ident.excitation.families import ModifiedFourierTrajectory, trajectory_points
 from robot_ident.excitation.fourier import FourierTrajectory
-from robot_ident.model import RobotModel
+from robot_ident.model.robot import RobotModel
 from robot_ident.sim import JointTruth, SimNoise, SimulatedArm
 from robot_ident.sim.stepper import (GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, INVALID_JOINTS, SUCCESSFUL,
                                      SteppingArm, TrajectoryFollower, build_stepping_arm, goal_outcome)
@@ -120,9 +120,9 @@ def test_stepping_matches_the_batch_simulation(model, demo_urdf):
 def test_node_loop_without_ros_recovers_the_simulator(demo_urdf, tmp_path):
     """What sim_arm_node + identification_node do, with rosbags messages instead of topics."""
     from robot_ident.excitation.repeat import Repeated
-    from robot_ident.identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
-    from robot_ident.io.bag import make_typestore
-    from robot_ident.msgs import dynamic_joint_state_message, joint_state_message
+    from robot_ident.online.identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
+    from robot_ident.data.bag import make_typestore
+    from robot_ident.data.msgs import dynamic_joint_state_message, joint_state_message
 
     m = RobotModel(demo_urdf)
     tr = rest_trajectory(m, seed=7)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from conftest import random_states
-from robot_ident.demo import DemoSetup, run_demo
+from robot_ident.demos.serial_arm import DemoSetup, run_demo
 from robot_ident.io.results import load_result
-from robot_ident.model import RobotModel
+from robot_ident.model.robot import RobotModel
 from robot_ident.sim import JointTruth, SimNoise, SimulatedArm
 
 

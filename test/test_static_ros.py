@@ -36,11 +36,11 @@ def xacro_urdf(**mappings) -> str:
 def test_xacro_expands_to_the_demo_arm(gazebo, flavour):
     import pinocchio as pin
 
-    from robot_ident.model import RobotModel
+    from robot_ident.model.robot import RobotModel
     xml = xacro_urdf(use_gazebo=str(gazebo).lower(), gz_flavour=flavour, controllers_file="/tmp/controllers.yaml")
     model = pin.buildModelFromXML(xml)
     assert [model.names[i] for i in range(1, model.njoints)] == list(JOINTS)
-    from robot_ident.description import kinematic_urdf
+    from robot_ident.model.description import kinematic_urdf
     ref = RobotModel(ROOT / "urdf" / "demo_arm.urdf", JOINTS)
     got = RobotModel(kinematic_urdf(xml), JOINTS)      # what the nodes do with a robot_description
     assert got.layout.names == ref.layout.names
@@ -73,7 +73,7 @@ def test_xacro_expands_to_the_demo_arm(gazebo, flavour):
 def test_xacro_output_runs_in_the_simulator():
     """sim_arm_node may get the xacro output as robot_description: MuJoCo must take it."""
     from robot_ident.sim import JointTruth, SimulatedArm
-    from robot_ident.description import kinematic_urdf
+    from robot_ident.model.description import kinematic_urdf
     arm = SimulatedArm(kinematic_urdf(xacro_urdf(use_gazebo="false")), JOINTS, JointTruth.zeros(6))
     assert arm.mj_model.njnt == 6
 
@@ -93,7 +93,8 @@ def test_controllers_yaml_matches_the_description():
 
 def test_shipped_excitation_is_safe_for_the_node():
     """The trajectory sim.launch.py and gazebo.launch.py send by default passes the node's checks."""
-    from robot_ident.excitation_run import ExcitationRun, ExcitationSettings, prepare_excitation
+    from robot_ident.online.excitation_plan import prepare_excitation
+    from robot_ident.online.excitation_run import ExcitationRun, ExcitationSettings
     plan = prepare_excitation(ROOT / "urdf" / "demo_arm.urdf", ROOT / "config" / "demo_arm.yaml",
                               ROOT / "config" / "demo_arm_excitation.yaml")
     run = ExcitationRun(plan.trajectory, plan.limits, ExcitationSettings(repetitions=2), plan.model)
@@ -185,8 +186,8 @@ def test_only_nodes_import_ros():
         bad = _imports(path) & (ROS_MESSAGE_OR_CLIENT - {"ament_index_python"})
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
     # and the command line (and every logic module) imports without rclpy
-    code = ("import sys, robot_ident.cli, robot_ident.excitation_run, robot_ident.identification_window, "
-            "robot_ident.torque_stream, robot_ident.msg_build, robot_ident.sim.stepper, robot_ident.nodes; "
+    code = ("import sys, robot_ident.cli, robot_ident.online.excitation_run, robot_ident.online.identification_window, "
+            "robot_ident.online.torque_stream, robot_ident.online.msg_build, robot_ident.sim.stepper, robot_ident.nodes; "
             "assert not {m for m in sys.modules if m.split('.')[0] in ('rclpy', 'launch', 'launch_ros')}")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -262,7 +263,7 @@ def test_entry_points_name_each_node_main():
 
 
 def test_kinematic_urdf_drops_control_blocks_only():
-    from robot_ident.description import description_or_path, kinematic_urdf
+    from robot_ident.model.description import description_or_path, kinematic_urdf
     from robot_ident.errors import ModelError
     plain = (ROOT / "urdf" / "demo_arm.urdf").read_text()
     assert kinematic_urdf(plain) is plain

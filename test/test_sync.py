@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from robot_ident.errors import SignalError
-from robot_ident.sync import JointStream, SyncOptions, synchronise
+from robot_ident.data.sync import JointStream, SyncOptions, synchronise
 
 JOINTS = ("a", "b", "c")
 W = np.array([2.0, 3.0, 5.0])          # rad/s

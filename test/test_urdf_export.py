@@ -3,7 +3,7 @@ import pinocchio as pin
 
 from conftest import PANDA_ARM
 from robot_ident.io.urdf_export import body_is_physical, write_parameters
-from robot_ident.model import RobotModel
+from robot_ident.model.robot import RobotModel
 
 
 def test_round_trip_keeps_mass_com_and_all_products_of_inertia(demo_urdf):

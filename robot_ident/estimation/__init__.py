@@ -12,8 +12,7 @@
 """
 from functools import partial, wraps
 
-from ..blas import single_threaded_blas
-
+from ..util.blas import single_threaded_blas
 from .least_squares import ols, wls
 from .physical import physically_consistent
 from .problem import IdentificationProblem, build_problem
@@ -22,8 +21,9 @@ from .result import IdentificationResult
 from .robust import irls
 from .sensitivity_ga import sensitivity_ga
 
+
 def _small_matrix_loop(fn):
-    """Run an iterative estimator with one BLAS thread (see robot_ident.blas)."""
+    """Run an iterative estimator with one BLAS thread (see robot_ident.util.blas)."""
     @wraps(fn)
     def run(problem, **kwargs):
         with single_threaded_blas():

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..base import BaseParameters
+from ..data.signals import ProcessedData
 from ..errors import IdentificationError
-from ..model import ParameterLayout, RobotModel
-from ..signals import ProcessedData
+from ..model.base import BaseParameters
+from ..model.robot import ParameterLayout, RobotModel
 
 
 @dataclass

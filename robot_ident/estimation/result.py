@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..base import BaseParameters
-from ..model import RobotModel
+from ..model.base import BaseParameters
+from ..model.robot import RobotModel
 
 
 @dataclass

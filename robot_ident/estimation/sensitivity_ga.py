@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import IdentificationError
-from ..sensitivity import classify, sobol_indices
 from .least_squares import _per_joint, wls
 from .physical import _parameter_scale
 from .problem import IdentificationProblem
 from .result import IdentificationResult
+from .sensitivity import classify, sobol_indices
 
 
 def _actuator_bounds(problem: IdentificationProblem, names) -> tuple[np.ndarray, np.ndarray]:

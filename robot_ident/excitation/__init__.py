@@ -6,11 +6,10 @@ rest), `PolynomialTrajectory` (source A's 7th order), `JointMovesTrajectory` (on
 a time). `design_excitation` optimises one within `LimitSpec` limits with the optimisers
 of optimizers.py and checks it densely; trajectory_file.py reads and writes the YAML.
 """
-from .fourier import FourierTrajectory
-from .families import (JointMovesTrajectory, ModifiedFourierTrajectory, PolynomialTrajectory,
-                       trajectory_points)
 from .constraints import LimitReport, LimitSpec, Margins, check_trajectory
 from .designer import DesignResult, DesignSpec, design_excitation
+from .families import JointMovesTrajectory, ModifiedFourierTrajectory, PolynomialTrajectory, trajectory_points
+from .fourier import FourierTrajectory
 from .trajectory_file import TrajectoryFile, load_trajectory, save_trajectory
 
 __all__ = ["FourierTrajectory", "ModifiedFourierTrajectory", "PolynomialTrajectory", "JointMovesTrajectory",

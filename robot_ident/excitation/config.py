@@ -36,8 +36,8 @@ import yaml
 
 from ..errors import ConfigError
 from .constraints import Margins
-from .designer import FAMILIES, DesignSpec
 from .criteria import CRITERIA
+from .designer import FAMILIES, DesignSpec
 from .optimizers import OPTIMIZERS
 
 

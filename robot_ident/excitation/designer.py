@@ -18,8 +18,14 @@ import numpy as np
 from ..errors import TrajectoryError
 from .constraints import LimitReport, LimitSpec, check_trajectory
 from .optimizers import OptimizerResult, make_optimizer
-from .parameterisation import (Bounds, FourierParameters, JointMovesParameters,
-                               ModifiedFourierParameters, Parameterisation, PolynomialParameters)
+from .parameterisation import (
+    Bounds,
+    FourierParameters,
+    JointMovesParameters,
+    ModifiedFourierParameters,
+    Parameterisation,
+    PolynomialParameters,
+)
 from .problem import Budget, ExcitationProblem
 
 FAMILIES = ("fourier", "modified_fourier", "polynomial7", "joint_moves")
@@ -106,8 +112,8 @@ def _scale_excursion(param: Parameterisation, x: np.ndarray, f: float) -> np.nda
 
 def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                       problem: ExcitationProblem | None = None) -> DesignResult:
-    from ..base import BaseParameters
-    from ..blas import single_threaded_blas
+    from ..model.base import BaseParameters
+    from ..util.blas import single_threaded_blas
 
     if limits.joint_names != tuple(model.joint_names):
         raise TrajectoryError("limits and model list different joints")
@@ -118,7 +124,7 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                                     spec.n_samples, spec.n_constraint)
     param = problem.param
     opt = make_optimizer(spec.optimizer, **spec.optimizer_options)
-    with single_threaded_blas():   # small matrices, thousands of evaluations (see robot_ident.blas)
+    with single_threaded_blas():   # small matrices, thousands of evaluations (see robot_ident.util.blas)
         res = opt.run(problem, Budget(spec.max_evals, spec.max_time), seed=spec.seed)
     x = res.x
     start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)

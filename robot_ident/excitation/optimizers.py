@@ -24,9 +24,8 @@ constraint grid (the designer then checks it densely).
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import warnings
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np

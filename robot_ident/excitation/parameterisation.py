@@ -18,7 +18,6 @@ inside the limits (used by the population methods and after the gradient method)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-
 from dataclasses import dataclass
 from typing import Sequence
 

@@ -42,9 +42,9 @@ from typing import Any, Mapping
 
 import yaml
 
-from ..actuation import ActuatorSet
+from ..data.sync import SyncOptions
 from ..errors import ConfigError
-from ..sync import SyncOptions
+from ..model.actuation import ActuatorSet
 
 CURRENT_SOURCES = ("dynamic_joint_states", "joint_states_effort", "effort")
 WILDCARD = "/**"

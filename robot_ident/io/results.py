@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..base import BaseParameters
 from ..errors import ConfigError
 from ..estimation import IdentificationResult
-from ..validation import ValidationReport
+from ..estimation.validation import ValidationReport
+from ..model.base import BaseParameters
 from .atomic import atomic_write_text
 
 FORMAT_VERSION = 1

@@ -22,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError
-from ..model import RobotModel
+from ..model.robot import RobotModel
 
 
 @dataclass

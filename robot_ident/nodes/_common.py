@@ -57,7 +57,7 @@ def message_types():
     from std_msgs.msg import Float64MultiArray, Header, MultiArrayDimension, MultiArrayLayout, String
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-    from ..msg_build import MessageTypes
+    from ..online.msg_build import MessageTypes
     return MessageTypes(Header, Time, Duration, JointTrajectory, JointTrajectoryPoint, Float64MultiArray,
                         MultiArrayLayout, MultiArrayDimension, DiagnosticArray, DiagnosticStatus, KeyValue,
                         Clock, String, array=float_array)
@@ -65,8 +65,8 @@ def message_types():
 
 def robot_description(node) -> str:
     """The URDF text: the robot_description parameter if set, else the urdf_file parameter (a
-    path); ros2_control / gazebo blocks removed (`robot_ident.description.kinematic_urdf`)."""
-    from ..description import description_or_path
+    path); ros2_control / gazebo blocks removed (`robot_ident.model.description.kinematic_urdf`)."""
+    from ..model.description import description_or_path
     text = node.get_parameter("robot_description").value
     if text and text.strip():
         return description_or_path(text)

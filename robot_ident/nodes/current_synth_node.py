@@ -4,7 +4,7 @@ current interface (Gazebo).
 Subscribes to a JointState topic whose effort field holds joint efforts (the
 joint_state_broadcaster's /joint_states in Gazebo) and publishes
 control_msgs/DynamicJointState with interface ``current`` = the config's actuators'
-inverse of the effort (`robot_ident.torque_stream.CurrentSynthesiser`), same stamp,
+inverse of the effort (`robot_ident.online.torque_stream.CurrentSynthesiser`), same stamp,
 so the torque and identification nodes run their real current -> effort path.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 
+from ..data.msgs import dynamic_joint_state_message
 from ..io.config import load_config
-from ..msgs import dynamic_joint_state_message
-from ..torque_stream import CurrentSynthesiser
-from ._common import declare, float_array, sensor_qos, run_node
+from ..online.torque_stream import CurrentSynthesiser
+from ._common import declare, float_array, run_node, sensor_qos
 
 
 class CurrentSynthNode(Node):

@@ -1,6 +1,6 @@
 """excitation_node: drives the arm's trajectory controller through the excitation.
 
-A thin shell around `robot_ident.excitation_run.ExcitationRun` (all decisions are made
+A thin shell around `robot_ident.online.excitation_run.ExcitationRun` (all decisions are made
 there and tested without ROS): loads the URDF and the trajectory (or designs one from
 the config), checks it against the limits, approaches the start pose slowly, sends
 the excitation (repeated) through FollowJointTrajectory or the controller's
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 
+from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
-from builtin_interfaces.msg import Duration
 from rclpy.action import ActionClient
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -23,11 +23,27 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
-from ..excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase, PublishPlan,
-                              PublishState, SendTrajectory, prepare_excitation)
-from ..msg_build import joint_trajectory_message
-from ._common import (declare, declare_robot_description, latched_qos,
-                      message_types, robot_description, sensor_qos, run_node)
+from ..online.excitation_plan import prepare_excitation
+from ..online.excitation_run import (
+    CancelGoal,
+    ExcitationRun,
+    ExcitationSettings,
+    HoldPosition,
+    Phase,
+    PublishPlan,
+    PublishState,
+    SendTrajectory,
+)
+from ..online.msg_build import joint_trajectory_message
+from ._common import (
+    declare,
+    declare_robot_description,
+    latched_qos,
+    message_types,
+    robot_description,
+    run_node,
+    sensor_qos,
+)
 
 
 def _duration(seconds: float) -> Duration:

@@ -3,7 +3,7 @@
 Records the joint states and the current source while the excitation node reports
 ``exciting`` (or between ``~/start`` and ``~/stop``), then identifies on a worker
 thread -- subscription callbacks keep running -- exactly as ``robot-ident identify``
-does (`robot_ident.identification_window`, tested without ROS), writes the same
+does (`robot_ident.online.identification_window`, tested without ROS), writes the same
 result folder, and publishes (all transient local):
 
 * ``/robot_ident/parameters``: std_msgs/Float64MultiArray, one dimension labelled
@@ -34,11 +34,19 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
-from ..identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
 from ..io.config import load_config
-from ..msg_build import diagnostic_array, labelled_array
-from ._common import (declare, declare_robot_description, latched_qos,
-                      message_types, now_ns, robot_description, sensor_qos, run_node)
+from ..online.identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
+from ..online.msg_build import diagnostic_array, labelled_array
+from ._common import (
+    declare,
+    declare_robot_description,
+    latched_qos,
+    message_types,
+    now_ns,
+    robot_description,
+    run_node,
+    sensor_qos,
+)
 
 
 class IdentificationNode(Node):

@@ -33,12 +33,19 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
+from ..data.msgs import dynamic_joint_state_message, joint_state_message
 from ..errors import TrajectoryError
-from ..msg_build import clock_message, joint_trajectory_arrays
-from ..msgs import dynamic_joint_state_message, joint_state_message
+from ..online.msg_build import clock_message, joint_trajectory_arrays
 from ..sim.stepper import INVALID_GOAL, SUCCESSFUL, build_stepping_arm, goal_outcome
-from ._common import (declare, declare_robot_description, float_array,
-                      message_types, robot_description, sensor_qos, run_node)
+from ._common import (
+    declare,
+    declare_robot_description,
+    float_array,
+    message_types,
+    robot_description,
+    run_node,
+    sensor_qos,
+)
 
 _NS = 1_000_000_000
 

@@ -3,7 +3,7 @@
 Subscribes to the joint states and the configured current source
 (``/dynamic_joint_states`` interface ``current``, or a JointState's effort field),
 converts currents to efforts with the config's actuators
-(`robot_ident.torque_stream.EffortConverter`, tested without ROS) and publishes
+(`robot_ident.online.torque_stream.EffortConverter`, tested without ROS) and publishes
 sensor_msgs/JointState (position, velocity, effort) on ``/robot_ident/joint_efforts``,
 stamped with the current measurement's time.
 """
@@ -16,10 +16,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 
+from ..data.msgs import joint_state_message
 from ..io.config import load_config
-from ..msgs import joint_state_message
-from ..torque_stream import EffortConverter
-from ._common import declare, float_array, sensor_qos, run_node
+from ..online.torque_stream import EffortConverter
+from ._common import declare, float_array, run_node, sensor_qos
 
 
 class TorqueNode(Node):

@@ -1,4 +1,4 @@
-"""A closed-chain robot in MuJoCo: the ground truth for `robot_ident.closed_chain`.
+"""A closed-chain robot in MuJoCo: the ground truth for `robot_ident.mechanisms.closed_chain`.
 
 MuJoCo is an engine independent of Pinocchio and of the virtual-work projection: it
 integrates the *whole* tree (every passive joint has its own degree of freedom) with
@@ -29,10 +29,10 @@ import numpy as np
 import pinocchio as pin
 from scipy.interpolate import CubicSpline
 
-from ..closed_chain import ClosedChainModel
+from ..data.signals import Recording
 from ..errors import ModelError
 from ..io.urdf_export import write_parameters
-from ..signals import Recording
+from ..mechanisms.closed_chain import ClosedChainModel
 from .mujoco_arm import SimNoise, _set_scalar_or_first, mujoco_ready_urdf, set_simulation_options
 
 

@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ConfigError
-from ..model import RobotModel
+from ..model.robot import RobotModel
 from .mujoco_arm import JointTruth, SimNoise
 
 _KEYS = {"effort_noise", "position_noise", "velocity_noise", "current_noise", "seed", "joints", "payload"}

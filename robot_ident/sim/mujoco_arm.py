@@ -26,9 +26,9 @@ from typing import Callable, Sequence
 import mujoco
 import numpy as np
 
+from ..data.signals import Recording
 from ..errors import ModelError
-from ..model import RobotModel
-from ..signals import Recording
+from ..model.robot import RobotModel
 
 
 @dataclass(frozen=True)

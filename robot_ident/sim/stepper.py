@@ -217,6 +217,7 @@ class SteppingArm:
 
     def __init__(self, arm, q0, noise=None, qd0=None):
         import mujoco
+
         from .mujoco_arm import SimNoise
 
         self.arm = arm
@@ -292,11 +293,10 @@ def build_stepping_arm(urdf, config_path, q0=None, control_rate_hz: float = 1000
     `q0` defaults to the middle of the position range (0 where unlimited)."""
     import pinocchio as pin
 
+    from ..estimation.pipeline import identification_config, load_model
     from ..io.config import load_config
     from ..io.urdf_export import write_parameters
-    from ..model import RobotModel
-    from ..offline import load_model
-    from ..pipeline import identification_config
+    from ..model.robot import RobotModel
     from .config import simulation_config
     from .mujoco_arm import SimulatedArm
 

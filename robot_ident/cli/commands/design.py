@@ -1,0 +1,67 @@
+"""`robot-ident design`: optimise an excitation trajectory and write its YAML."""
+from __future__ import annotations
+
+from ...errors import ConfigError
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "design", help="design an optimised excitation trajectory (writes a trajectory YAML)",
+        description="Optimise an excitation trajectory for the identified joints of a URDF within the "
+                    "position/velocity limits of the URDF and the acceleration limits of the config, check it "
+                    "densely and write it with its criterion value and limit report.")
+    p.add_argument("--urdf", required=True, help="robot description (URDF file)")
+    p.add_argument("--config", required=True,
+                   help="ROS 2 parameter YAML (robot_ident: ros__parameters: {joints, excitation: ...})")
+    p.add_argument("--output", required=True, help="trajectory YAML to write")
+    p.add_argument("--optimizer", choices=("slsqp", "ga", "pso", "qga"), help="default: from the config, else slsqp")
+    p.add_argument("--criterion", choices=("cond", "logdet"), help="default: from the config, else cond")
+    p.add_argument("--family", choices=("fourier", "modified_fourier", "polynomial7", "joint_moves"),
+                   help="trajectory family (default: from the config, else fourier)")
+    p.add_argument("--joints", nargs="+", metavar="JOINT",
+                   help="identified joints (default: the config's joints, else every movable joint)")
+    p.add_argument("--time-limit", type=float, help="optimiser wall-time budget in seconds")
+    p.add_argument("--max-evals", type=int, help="optimiser evaluation budget")
+    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--node", default="robot_ident", help="node section of the config (default: %(default)s)")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from ...excitation.config import load_excitation_config
+    from ...excitation.constraints import LimitSpec
+    from ...excitation.designer import design_excitation
+    from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from ...model.robot import RobotModel
+
+    cfg = load_excitation_config(args.config, args.node)
+    joints = args.joints
+    if joints is not None and len(joints) == 1 and "," in joints[0]:
+        joints = [j for j in joints[0].split(",") if j]
+    joints = joints or (list(cfg.joints) if cfg.joints else None)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise ConfigError(f"--time-limit must be positive, got {args.time_limit}")
+    if args.max_evals is not None and args.max_evals <= 0:
+        raise ConfigError(f"--max-evals must be positive, got {args.max_evals}")
+    model = RobotModel(args.urdf, joints)
+    missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
+    if missing:
+        raise ConfigError(f"{args.config}: {args.node}.ros__parameters.excitation.acceleration_limits: "
+                          f"no limit for joint(s) {', '.join(missing)}")
+    limits = LimitSpec.from_model(model, cfg.acceleration_limits, cfg.margins, use_effort=cfg.effort_limits)
+    spec = cfg.design_spec(model.joint_names, optimizer=args.optimizer, criterion=args.criterion,
+                           family=args.family, max_time=args.time_limit, max_evals=args.max_evals,
+                           seed=args.seed)
+    result = design_excitation(model, limits, spec)
+    save_trajectory(args.output, TrajectoryFile.from_design(result))
+    o = result.optimizer
+    print(f"{spec.family} trajectory for {len(model.joint_names)} joints, {spec.optimizer}: "
+          f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "
+          f"{o.n_evals} evaluations in {o.wall_time:.1f} s")
+    print(f"limits: {result.report.summary()}")
+    if not result.cond < 1e6:
+        print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
+              f"the {spec.family} family cannot excite every base parameter of these joints")
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,25 @@
+"""`robot-ident validate`: a result folder checked against another recording."""
+from __future__ import annotations
+
+from ...offline.bag_workflow import format_validation, validate_bag
+from ...util.progress import Progress
+
+
+def add_parser(sub):
+    p = sub.add_parser("validate", help="per-joint RMS of a result on another rosbag2 recording",
+                       description="Predicts the efforts of the bag with the identified parameters of DIR and "
+                                   "prints per-joint RMS and relative RMS; writes DIR/validation.yaml.")
+    p.add_argument("--bag", required=True, help="rosbag2 folder not used for the identification")
+    p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
+    p.add_argument("--urdf", default=None, help="URDF (default: DIR/model.urdf)")
+    p.add_argument("--config", default=None, help="parameter YAML (default: DIR/config.yaml)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    o = validate_bag(args.bag, args.result, args.urdf, args.config, Progress(quiet=args.quiet))
+    print("ratio: RMS on this bag over the identification's in-sample RMS (about 1 when the model holds)")
+    print(format_validation(o.report, ratio_label="ratio"))
+    print(f"wrote {o.output}")
+    return 0

@@ -1,1 +1,0 @@
-"""One module per `robot-ident` sub-command (see robot_ident/cli.py)."""

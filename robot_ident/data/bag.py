@@ -1,0 +1,299 @@
+"""rosbag2 in and out, with `rosbags` (no ROS installation needed).
+
+Reading: rosbag2 folders in either storage (sqlite3 ``.db3`` or ``.mcap``), message
+definitions taken from the bag itself (`rosbags.highlevel.AnyReader`), falling back
+to the ROS 2 Humble type store plus control_msgs for bags that store none.
+sensor_msgs/msg/JointState and control_msgs/msg/DynamicJointState messages are turned
+into `sync.JointStream` arrays by `msgs.JointStreamCollector`, synchronised by
+`sync.synchronise`, and the currents converted to efforts by the configured actuators.
+
+Writing: `write_recording_bag` writes what a real arm would publish, with the real
+message types: ``/joint_states`` (positions and velocities, 500 Hz by default) and the
+motor currents, by default as the ``current`` interface of ``/dynamic_joint_states``
+at the recording's rate, computed from the recorded effort through the *inverse*
+actuator model, plus Gaussian current noise. The control_msgs types are registered
+in the type store used for writing, so their definitions are stored in the bag.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import RobotIdentError
+from ..model.actuation import ActuatorSet
+from .msgs import JointStreamCollector, dynamic_joint_state_message, joint_state_message
+from .signals import Recording
+from .sync import JointStream, SyncOptions, SyncResult, synchronise
+
+JOINT_STATE = "sensor_msgs/msg/JointState"
+DYNAMIC_JOINT_STATE = "control_msgs/msg/DynamicJointState"
+INTERFACE_VALUE = "control_msgs/msg/InterfaceValue"
+_MSGTYPE = {"joint_state": JOINT_STATE, "dynamic_joint_state": DYNAMIC_JOINT_STATE}
+
+# control_msgs definitions (identical in humble ... rolling).
+_CONTROL_MSGS = {
+    INTERFACE_VALUE: "string[] interface_names\nfloat64[] values\n",
+    DYNAMIC_JOINT_STATE: ("std_msgs/Header header\nstring[] joint_names\n"
+                          "control_msgs/InterfaceValue[] interface_values\n"),
+}
+STORAGES = ("sqlite3", "mcap")
+DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000   # stamps of written bags start here
+
+
+class BagError(RobotIdentError):
+    """A bag is missing, unreadable, lacks a topic or has a topic of the wrong type."""
+
+
+def make_typestore(store: str | None = None):
+    """A rosbags type store (default ROS 2 Humble) with the control_msgs types registered."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+    ts = get_typestore(Stores(store) if store else Stores.ROS2_HUMBLE)
+    missing = {k: v for k, v in _CONTROL_MSGS.items() if k not in ts.types}
+    if missing:
+        typs = {}
+        for name, text in missing.items():
+            typs.update(get_types_from_msg(text, name))
+        ts.register(typs)
+    return ts
+
+
+# ---------------------------------------------------------------------------- read
+def _check_bag_path(path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise BagError(f"bag not found: {p}")
+    if not p.is_dir():
+        raise BagError(f"{p} is not a rosbag2 folder (give the folder that holds metadata.yaml)")
+    if not (p / "metadata.yaml").is_file():
+        raise BagError(f"{p} is not a rosbag2 folder: it has no metadata.yaml")
+    return p
+
+
+def _open(path):
+    from rosbags.highlevel import AnyReader
+    p = _check_bag_path(path)
+    try:
+        reader = AnyReader([p], default_typestore=make_typestore())
+        reader.open()
+    except Exception as exc:   # rosbags raises several reader errors
+        raise BagError(f"cannot read bag {p}: {exc}") from exc
+    return reader
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    msgtype: str
+    count: int
+
+
+def bag_topics(path) -> dict[str, TopicInfo]:
+    """Topic -> (message type, message count) of a rosbag2 folder."""
+    reader = _open(path)
+    try:
+        out: dict[str, TopicInfo] = {}
+        for c in reader.connections:
+            prev = out.get(c.topic)
+            out[c.topic] = TopicInfo(c.msgtype, c.msgcount + (prev.count if prev else 0))
+        return out
+    finally:
+        reader.close()
+
+
+def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str, JointStream]:
+    """Read joint topics of a bag in one pass.
+
+    ``topics`` maps topic -> (kind, interface) with kind ``'joint_state'`` or
+    ``'dynamic_joint_state'`` (interface: the DynamicJointState interface to read)."""
+    reader = _open(path)
+    try:
+        by_topic: dict[str, list] = {}
+        for c in reader.connections:
+            by_topic.setdefault(c.topic, []).append(c)
+        collectors = {}
+        conns = []
+        for topic, (kind, interface) in topics.items():
+            want = _MSGTYPE[kind]
+            if topic not in by_topic:
+                have = ", ".join(f"{t} ({cs[0].msgtype})" for t, cs in sorted(by_topic.items())) or "none"
+                raise BagError(f"bag {path} has no topic {topic!r} ({want}); its topics: {have}")
+            for c in by_topic[topic]:
+                if c.msgtype != want:
+                    raise BagError(f"topic {topic!r} in bag {path} has type {c.msgtype}, expected {want}")
+            collectors[topic] = JointStreamCollector(topic, kind, interface)
+            conns += by_topic[topic]
+        deser = reader.deserialize
+        for conn, log_ns, raw in reader.messages(connections=conns):
+            collectors[conn.topic].add(deser(raw, conn.msgtype), log_ns)
+        return {t: c.stream() for t, c in collectors.items()}
+    except RobotIdentError:
+        raise
+    except Exception as exc:
+        raise BagError(f"cannot read bag {path}: {exc}") from exc
+    finally:
+        reader.close()
+
+
+def read_recordings(path, joints: Sequence[str], actuators: ActuatorSet, *,
+                    joint_states_topic: str = "/joint_states",
+                    current_topic: str = "/dynamic_joint_states",
+                    current_kind: str = "dynamic_joint_state", current_interface: str = "current",
+                    options: SyncOptions | None = None) -> SyncResult:
+    """Read, synchronise and convert a bag: segments of `Recording` with joint efforts."""
+    effort_field = current_interface if current_kind == "dynamic_joint_state" else "effort"
+    topics = {joint_states_topic: ("joint_state", None)}
+    if current_topic != joint_states_topic:
+        topics[current_topic] = (current_kind, current_interface if current_kind == "dynamic_joint_state" else None)
+    elif current_kind != "joint_state":
+        raise BagError(f"topic {current_topic!r} cannot be both the joint states and a DynamicJointState")
+    streams = read_streams(path, topics)
+    acts = actuators.for_joints(joints)
+    res = synchronise(streams[joint_states_topic], streams[current_topic], joints, options=options,
+                      effort_field=effort_field, meta={"bag": str(path)})
+    return SyncResult([acts.apply(r) for r in res.segments], res.report)
+
+
+def read_recordings_from_config(path, config, options: SyncOptions | None = None) -> SyncResult:
+    """`read_recordings` with the topics, interface, actuators and sync options of an
+    `io.config.IdentConfig`."""
+    return read_recordings(path, config.joints, config.actuators,
+                           joint_states_topic=config.joint_states_topic, current_topic=config.current_topic,
+                           current_kind=config.current_kind, current_interface=config.current_interface,
+                           options=options or config.sync)
+
+
+# --------------------------------------------------------------------------- write
+@dataclass
+class BagWriteInfo:
+    path: str
+    storage: str
+    topics: dict = field(default_factory=dict)   # topic -> message count
+    current_noise_std: np.ndarray | None = None  # per joint, source units (A)
+    start_ns: int = DEFAULT_START_NS
+
+
+def _step(rec_rate: float, rate: float, label: str) -> int:
+    step = int(round(rec_rate / rate))
+    if step < 1 or abs(rec_rate / step - rate) > 1e-6 * rate:
+        raise BagError(f"{label} {rate:g} Hz must divide the recording's rate {rec_rate:g} Hz")
+    return step
+
+
+def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, storage: str = "sqlite3",
+                        current_source: str = "dynamic_joint_states",
+                        joint_states_topic: str = "/joint_states", current_topic: str | None = None,
+                        current_interface: str = "current", joint_states_rate_hz: float = 500.0,
+                        current_rate_hz: float | None = None, current_noise_std=0.0, seed: int = 0,
+                        start_ns: int = DEFAULT_START_NS, latency_ns: int = 200_000,
+                        extra_joints: Sequence[str] = ()) -> BagWriteInfo:
+    """Write `recording` as a rosbag2 folder the way a ros2_control arm publishes it.
+
+    - joint states (positions; velocities if the recording has them) on
+      `joint_states_topic` at `joint_states_rate_hz`;
+    - the source values at `current_rate_hz` (default: the recording's rate):
+      ``dynamic_joint_states`` -> DynamicJointState with interfaces ``position`` and
+      `current_interface`, joints in reverse order (readers must match by name);
+      ``joint_states_effort`` -> the JointState ``effort`` field of `current_topic`
+      (the joint-state messages themselves if it is `joint_states_topic`);
+      ``effort`` -> like joint_states_effort, but the values are the efforts.
+    Source values are ``actuators.currents(effort) + N(0, current_noise_std)``.
+    `extra_joints` are published with zeros (a bag also holds joints that are not
+    identified). Header stamps start at `start_ns`; bag times lag them by `latency_ns`.
+    """
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    if storage not in STORAGES:
+        raise BagError(f"unknown bag storage {storage!r}; expected one of {', '.join(STORAGES)}")
+    if current_source not in ("dynamic_joint_states", "joint_states_effort", "effort"):
+        raise BagError(f"unknown current_source {current_source!r}")
+    if current_topic is None:
+        current_topic = "/dynamic_joint_states" if current_source == "dynamic_joint_states" else joint_states_topic
+    if current_source == "dynamic_joint_states" and current_topic == joint_states_topic:
+        raise BagError(f"the DynamicJointState topic cannot be the joint state topic {joint_states_topic!r}")
+    p = Path(path)
+    if p.exists():
+        raise BagError(f"bag {p} exists already; choose a new folder")
+
+    joints = recording.joint_names
+    n = len(joints)
+    N = recording.n_samples
+    rec_rate = recording.sample_rate
+    step_js = _step(rec_rate, joint_states_rate_hz, "joint state rate")
+    step_cur = _step(rec_rate, current_rate_hz or rec_rate, "current rate")
+    acts = ActuatorSet.direct(joints) if current_source == "effort" else actuators.for_joints(joints)
+    std = np.broadcast_to(np.asarray(current_noise_std, dtype=float), (n,)).copy()
+    if (std < 0).any() or not np.isfinite(std).all():
+        raise BagError(f"current_noise_std must be finite and >= 0, got {current_noise_std!r}")
+    rng = np.random.default_rng(seed)
+    src = acts.currents(recording.effort, joints) + rng.normal(size=(N, n)) * std
+    stamps = start_ns + np.round((recording.t - recording.t[0]) * 1e9).astype(np.int64)
+    extra = list(extra_joints)
+    all_names = list(joints) + extra
+    pad = np.zeros(len(extra))
+    q, qd = recording.q, recording.qd
+
+    ts = make_typestore()
+    T = ts.types
+    JointState, Header, Time = T[JOINT_STATE], T["std_msgs/msg/Header"], T["builtin_interfaces/msg/Time"]
+    DJS, IV = T[DYNAMIC_JOINT_STATE], T[INTERFACE_VALUE]
+    ser = ts.serialize_cdr
+    counts = {joint_states_topic: 0}
+    same_topic = current_source != "dynamic_joint_states" and current_topic == joint_states_topic
+    if not same_topic:
+        counts[current_topic] = 0
+    rev = list(reversed(all_names))
+    rev_idx = [all_names.index(j) for j in rev]
+    try:
+        kw = {"storage_plugin": StoragePlugin.SQLITE3 if storage == "sqlite3" else StoragePlugin.MCAP}
+        if "version" in inspect.signature(Writer).parameters:   # required keyword since rosbags 0.11
+            kw["version"] = 9
+        with Writer(p, **kw) as w:
+            c_js = w.add_connection(joint_states_topic, JOINT_STATE, typestore=ts)
+            c_cur = None
+            if current_source == "dynamic_joint_states":
+                c_cur = w.add_connection(current_topic, DYNAMIC_JOINT_STATE, typestore=ts)
+            elif not same_topic:
+                c_cur = w.add_connection(current_topic, JOINT_STATE, typestore=ts)
+            for k in range(N):
+                s = int(stamps[k])
+                if k % step_js == 0:
+                    msg = joint_state_message(
+                        JointState, Header, Time, s, all_names,
+                        position=np.concatenate([q[k], pad]),
+                        velocity=np.concatenate([qd[k], pad]) if qd is not None else (),
+                        effort=np.concatenate([src[k], pad]) if same_topic else ())
+                    w.write(c_js, s + latency_ns, ser(msg, JOINT_STATE))
+                    counts[joint_states_topic] += 1
+                if c_cur is not None and k % step_cur == 0:
+                    if current_source == "dynamic_joint_states":
+                        pos = np.concatenate([q[k], pad])[rev_idx]
+                        cur = np.concatenate([src[k], pad])[rev_idx]
+                        msg = dynamic_joint_state_message(DJS, IV, Header, Time, s, rev,
+                                                          {"position": pos, current_interface: cur})
+                        w.write(c_cur, s + latency_ns, ser(msg, DYNAMIC_JOINT_STATE))
+                    else:
+                        msg = joint_state_message(JointState, Header, Time, s, all_names,
+                                                  effort=np.concatenate([src[k], pad]))
+                        w.write(c_cur, s + latency_ns, ser(msg, JOINT_STATE))
+                    counts[current_topic] += 1
+    except RobotIdentError:
+        raise
+    except Exception as exc:
+        raise BagError(f"cannot write bag {p}: {exc}") from exc
+    return BagWriteInfo(str(p), storage, counts, std, start_ns)
+
+
+def write_simulation_bag(path, result, actuators: ActuatorSet, **kwargs) -> BagWriteInfo:
+    """Write a `sim.SimulationResult`'s measured recording (see `write_recording_bag`)."""
+    return write_recording_bag(path, result.recording, actuators, **kwargs)
+
+
+def write_bag_from_config(path, recording: Recording, config, **kwargs) -> BagWriteInfo:
+    """`write_recording_bag` with the topics, source, interface and actuators of a config."""
+    return write_recording_bag(path, recording.reorder(config.joints), config.actuators,
+                               current_source=config.current_source,
+                               joint_states_topic=config.joint_states_topic,
+                               current_topic=config.current_topic,
+                               current_interface=config.current_interface, **kwargs)

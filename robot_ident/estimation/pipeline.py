@@ -1,0 +1,193 @@
+"""The identification steps chained with one set of settings: processed data in,
+IdentificationResult and ValidationReport out. The command line, the demo and the
+ROS identification node all call these functions."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data.signals import FilterOptions, ProcessedData, concatenate, process
+from ..errors import ConfigError, SignalError
+from ..model.base import BaseParameters
+from ..model.robot import FrictionOptions, RobotModel
+from . import ESTIMATORS, IdentificationResult, build_problem
+from .validation import ValidationReport, validate
+
+
+@dataclass(frozen=True)
+class IdentificationSettings:
+    method: str = "physical"
+    filter: FilterOptions = field(default_factory=FilterOptions)
+    # Friction dead band: |qd| below this (rad/s or m/s) ...
+    moving_threshold: float = 0.05
+    # ... or closer than this to a velocity reversal (s); None -> 1 / filter cutoff.
+    reversal_guard_s: float | None = None
+    base_samples: int = 400
+    base_seed: int = 0
+
+    def __post_init__(self):
+        if self.method not in ESTIMATORS:
+            raise ConfigError(f"unknown identification method {self.method!r}; "
+                              f"available: {', '.join(sorted(ESTIMATORS))}")
+        if self.moving_threshold < 0:
+            raise ConfigError(f"moving_threshold must be >= 0, got {self.moving_threshold}")
+
+    @property
+    def guard_s(self) -> float:
+        return 1.0 / self.filter.cutoff_hz if self.reversal_guard_s is None else float(self.reversal_guard_s)
+
+
+def base_parameters(model: RobotModel, settings: IdentificationSettings) -> BaseParameters:
+    return BaseParameters.from_model(model, n_samples=settings.base_samples, seed=settings.base_seed)
+
+
+def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSettings,
+             base: BaseParameters | None = None) -> IdentificationResult:
+    base = base or base_parameters(model, settings)
+    problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
+    result = ESTIMATORS[settings.method](problem)
+    # In-sample RMS against the *raw* measured effort on the identification rows (outside
+    # the dead band): what a new recording can be compared with, since it includes the
+    # sensor noise. The rows' regressor is the problem's, so nothing is rebuilt.
+    raw = data.effort_raw[problem.sample_of_row, problem.joint_of_row]
+    sq = (raw - problem.W @ result.values) ** 2
+    counts = np.bincount(problem.joint_of_row, minlength=model.n)
+    raw_rms = np.sqrt(np.bincount(problem.joint_of_row, weights=sq, minlength=model.n) / np.maximum(counts, 1))
+    raw_rms = [float(v) for v in raw_rms]
+    result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
+    result.extra.update({"moving_threshold": settings.moving_threshold,
+                         "reversal_guard_s": settings.guard_s,
+                         "rows_kept_fraction": problem.n_rows / (data.n_samples * model.n)})
+    return result
+
+
+def validate_result(result: IdentificationResult, model: RobotModel, data: ProcessedData,
+                    settings: IdentificationSettings, noise_std=None) -> ValidationReport:
+    return validate(result, model, data, settings.moving_threshold, noise_std, settings.guard_s)
+
+
+# --------------------------------------------------------------------------- config
+_IDENT_KEYS = {"method", "holdout", "filter", "dead_band", "model", "base_samples", "base_seed"}
+_FILTER_KEYS = {"cutoff_hz", "order", "target_rate_hz", "trim_s", "use_measured_velocity"}
+_DEAD_BAND_KEYS = {"velocity", "reversal_guard_s"}
+_MODEL_KEYS = {"armature", "coulomb", "viscous", "offset", "coulomb_velocity_scale", "locked_positions",
+               "armature_nominal"}
+
+
+@dataclass(frozen=True)
+class IdentificationConfig:
+    """The `identification:` section of the parameter file, parsed and checked."""
+
+    settings: IdentificationSettings
+    friction: FrictionOptions
+    holdout: float = 0.2
+    locked_positions: dict = field(default_factory=dict)
+    armature_nominal: dict = field(default_factory=dict)
+
+
+def _section(d, key: str, allowed: set, where: str) -> dict:
+    value = d.get(key, {}) if isinstance(d, Mapping) else {}
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
+    unknown = set(value) - allowed
+    if unknown:
+        raise ConfigError(f"{where}.{key}: unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"known: {', '.join(sorted(allowed))}")
+    return dict(value)
+
+
+def _num(d: Mapping, key: str, where: str, default, positive=False, allow_none=False):
+    if key not in d or (d[key] is None and allow_none):
+        return default if key not in d else None
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}.{key}: expected a number, got {v!r}")
+    if positive and v <= 0:
+        raise ConfigError(f"{where}.{key}: must be positive, got {v!r}")
+    return float(v)
+
+
+def _flag(d: Mapping, key: str, where: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise ConfigError(f"{where}.{key}: expected true or false, got {v!r}")
+    return v
+
+
+def identification_config(section: Mapping | None, where: str = "identification") -> IdentificationConfig:
+    """Parse the `identification:` section (every key optional)."""
+    section = dict(section or {})
+    unknown = set(section) - _IDENT_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                          f"{', '.join(sorted(_IDENT_KEYS))}")
+    f = _section(section, "filter", _FILTER_KEYS, where)
+    db = _section(section, "dead_band", _DEAD_BAND_KEYS, where)
+    m = _section(section, "model", _MODEL_KEYS, where)
+    fw, dw, mw = f"{where}.filter", f"{where}.dead_band", f"{where}.model"
+    order = f.get("order", 4)
+    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+        raise ConfigError(f"{fw}.order: expected a positive integer, got {order!r}")
+    filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
+                         target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
+                         trim_s=_num(f, "trim_s", fw, 0.2),
+                         use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    method = section.get("method", "physical")
+    if not isinstance(method, str):
+        raise ConfigError(f"{where}.method: expected a name, got {method!r}")
+    try:
+        settings = IdentificationSettings(
+            method=method, filter=filt, moving_threshold=_num(db, "velocity", dw, 0.05),
+            reversal_guard_s=_num(db, "reversal_guard_s", dw, None, allow_none=True),
+            base_samples=int(_num(section, "base_samples", where, 400, positive=True)),
+            base_seed=int(_num(section, "base_seed", where, 0)))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+    holdout = _num(section, "holdout", where, 0.2)
+    if not 0.0 <= holdout < 0.9:
+        raise ConfigError(f"{where}.holdout: must be in [0, 0.9), got {holdout}")
+    friction = FrictionOptions(armature=_flag(m, "armature", mw, True), coulomb=_flag(m, "coulomb", mw, True),
+                               viscous=_flag(m, "viscous", mw, True), offset=_flag(m, "offset", mw, True),
+                               coulomb_velocity_scale=_num(m, "coulomb_velocity_scale", mw, 0.01, positive=True))
+    locked = {}
+    for k, v in (m.get("locked_positions") or {}).items():
+        locked[str(k)] = _num({k: v}, k, f"{mw}.locked_positions", 0.0)
+    arm = {}
+    for k, v in (m.get("armature_nominal") or {}).items():
+        arm[str(k)] = _num({k: v}, k, f"{mw}.armature_nominal", 0.0)
+    return IdentificationConfig(settings, friction, holdout, locked, arm)
+
+
+def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
+    model = RobotModel(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal)
+    config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
+    return model
+
+
+def process_segments(sync, joints, settings) -> tuple[list[ProcessedData], str]:
+    """Filter each synchronised segment on its own (no filter crosses a gap); segments too
+    short to process are skipped and listed in the returned summary."""
+    parts, skipped = [], []
+    for seg in sync.segments:
+        try:
+            parts.append(process(seg.reorder(joints), settings.filter))
+        except SignalError as exc:
+            skipped.append(f"segment {seg.t[0]:.3f}-{seg.t[-1]:.3f} s skipped: {exc}")
+    if not parts:
+        raise SignalError(f"no usable segment after synchronisation ({sync.report.summary()}; "
+                          + "; ".join(skipped) + ")")
+    return parts, sync.report.summary() + "".join(f"\n{s}" for s in skipped)
+
+
+def split_holdout(parts: list[ProcessedData], fraction: float) -> tuple[ProcessedData, ProcessedData | None]:
+    data = concatenate(parts)
+    if fraction <= 0:
+        return data, None
+    cut = int(round((1.0 - fraction) * data.n_samples))
+    keep = np.arange(data.n_samples)
+    return data.subset(keep[:cut]), data.subset(keep[cut:])

@@ -1,0 +1,194 @@
+"""The offline path: simulated arm -> rosbag2, rosbag2 -> result folder, and validation
+of a result on another bag. The command line and the identification node call these."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import yaml
+
+from ..data.signals import ProcessedData, concatenate
+from ..errors import ConfigError, SignalError
+from ..estimation import IdentificationResult
+from ..estimation.pipeline import (
+    identification_config,
+    identify,
+    load_model,
+    process_segments,
+    split_holdout,
+    validate_result,
+)
+from ..estimation.validation import ValidationReport, rms_report
+from ..io.atomic import atomic_write_text
+from ..io.result_folder import write_result_folder
+from ..io.results import load_result
+from ..io.urdf_export import write_parameters
+from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
+from ..util.progress import Progress
+
+TRUTH_FILE = "robot_ident_truth.yaml"
+
+
+# ----------------------------------------------------------------------- simulate
+@dataclass
+class SimulateOutcome:
+    bag: Path
+    duration: float
+    samples: int
+    topics: dict
+    truth_file: Path
+
+
+def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
+                    repetitions: int = 1, progress: Progress | None = None) -> SimulateOutcome:
+    from ..data.bag import write_bag_from_config
+    from ..excitation.trajectory_file import load_trajectory
+    from ..io.config import load_config
+    from ..sim import SimulatedArm
+    from ..sim.config import simulation_config
+
+    progress = progress or Progress(quiet=True)
+    if repetitions < 1:
+        raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
+    cfg = load_config(config_path)
+    icfg = identification_config(cfg.section("identification"))
+    cad = load_model(urdf, cfg, icfg)
+    sim = simulation_config(cfg.section("simulation"), cad)
+    traj = load_trajectory(trajectory_path).trajectory
+    if set(traj.joint_names) != set(cad.joint_names):
+        raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
+                          f"identifies {list(cad.joint_names)}")
+    with progress.stage("model"):
+        theta = cad.nominal.copy()
+        if sim.payload_mass > 0:
+            last = cad.layout.body_joints[-1]
+            sl = cad.layout.inertial_slice(last)
+            theta[sl] = (cad.body_inertia(theta, last) + pin.Inertia(
+                sim.payload_mass, np.array(sim.payload_com), np.eye(3) * 1e-4 * sim.payload_mass)).toDynamicParameters()
+        truth_urdf, _ = write_parameters(cad, theta)
+        order = [cad.joint_names.index(j) for j in traj.joint_names]
+        truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
+                                                                  sim.truth.viscous, sim.truth.offset)))
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+    from ..excitation.repeat import Repeated
+    with progress.stage("simulate"):
+        run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
+    with progress.stage("write bag"):
+        info = write_bag_from_config(output, run.recording, cfg, storage=storage,
+                                     current_noise_std=sim.current_noise, seed=sim.noise.seed)
+        true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
+        names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
+        truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
+                     "joints": list(traj.joint_names),
+                     "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
+                     "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
+    return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
+
+
+# ----------------------------------------------------------------------- identify
+def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
+    from ..data.bag import read_recordings_from_config
+
+    with progress.stage("read bag"):
+        sync = read_recordings_from_config(bag, cfg)
+    with progress.stage("process"):
+        try:
+            return process_segments(sync, cfg.joints, settings)
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
+
+
+@dataclass
+class IdentifyOutcome:
+    model: RobotModel
+    result: IdentificationResult
+    validation: ValidationReport | None
+    output: Path
+    sync_summary: str
+
+
+def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
+                 progress: Progress | None = None, plots: bool = True) -> IdentifyOutcome:
+    from ..io.config import load_config
+
+    progress = progress or Progress(quiet=True)
+    cfg = load_config(config_path)
+    section = dict(cfg.section("identification"))
+    if method is not None:
+        section["method"] = method
+    if holdout is not None:
+        section["holdout"] = holdout
+    icfg = identification_config(section)
+    model = load_model(urdf, cfg, icfg)
+    settings = icfg.settings
+    parts, summary = read_processed(bag, cfg, settings, progress)
+    ident_data, valid_data = split_holdout(parts, icfg.holdout)
+    with progress.stage("identify"):
+        result = identify(model, ident_data, settings)
+    validation = None
+    if valid_data is not None and valid_data.n_samples > 0:
+        with progress.stage("validate"):
+            validation = validate_result(result, model, valid_data, settings)
+    out = Path(output)
+    with progress.stage("write"):
+        extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
+                            "synchronisation": summary}}
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+    return IdentifyOutcome(model, result, validation, out, summary)
+
+
+# ----------------------------------------------------------------------- validate
+@dataclass
+class ValidateOutcome:
+    report: ValidationReport
+    noise_sigma: np.ndarray      # the identification's in-sample RMS against the raw effort
+    output: Path
+
+
+def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None) -> ValidateOutcome:
+    from ..io.config import load_config
+
+    progress = progress or Progress(quiet=True)
+    rdir = Path(result_dir)
+    d, base, values, _ = load_result(rdir)
+    urdf = urdf or rdir / "model.urdf"
+    config_path = config_path or rdir / "config.yaml"
+    cfg = load_config(config_path)
+    icfg = identification_config(cfg.section("identification"))
+    fm = d["robot"]["friction_model"]
+    blocks = set(fm["blocks"])
+    friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
+                               float(fm["coulomb_velocity_scale"]))
+    xml, _ = read_urdf_text(urdf)
+    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    if tuple(model.layout.names) != tuple(base.standard_names):
+        raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
+    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+    data = concatenate(parts)
+    settings = d.get("settings", {})
+    thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
+    guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
+    with progress.stage("validate"):
+        pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+        sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
+                            noise_std=sigma, moving_threshold=thr)
+    doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
+           "dead_band": {"velocity": thr, "reversal_guard_s": guard},
+           "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
+           "joints": report.as_dict()}
+    out = atomic_write_text(rdir / "validation.yaml", yaml.safe_dump(doc, sort_keys=False))
+    return ValidateOutcome(report, sigma, out)
+
+
+def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
+    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{ratio_label:>12}{'samples':>9}"]
+    for k, j in enumerate(report.joint_names):
+        ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
+        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{ratio:>12}"
+                     f"{report.n_samples[k]:>9d}")
+    return "\n".join(lines)
+

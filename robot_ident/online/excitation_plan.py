@@ -1,0 +1,54 @@
+"""What the excitation node will run: the trajectory (from a file or designed at start-up),
+the limits it is checked against and the model, prepared from the URDF and the config."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..excitation.constraints import LimitSpec
+
+
+# ------------------------------------------------------------------- preparation
+@dataclass(frozen=True)
+class ExcitationPlan:
+    trajectory: object
+    limits: LimitSpec
+    model: object
+    source: str                  # "file <path>" or "designed (...)"
+
+
+def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None = None,
+                       design_time: float | None = None) -> ExcitationPlan:
+    """The trajectory to run and its limits: read from `trajectory_path`, or designed from
+    the config's ``excitation`` section (which must then give acceleration limits).
+
+    `urdf` is a path or the URDF text (a robot_description parameter)."""
+    from ..errors import ConfigError
+    from ..excitation.config import load_excitation_config
+    from ..excitation.designer import design_excitation
+    from ..excitation.trajectory_file import load_trajectory
+    from ..io.config import load_config
+    from ..model.robot import RobotModel
+
+    cfg = load_config(config_path, node)
+    exc = load_excitation_config(config_path, cfg.node_name if cfg.node_name != "/**" else "robot_ident")
+    if trajectory_path:
+        traj = load_trajectory(trajectory_path).trajectory
+        if set(traj.joint_names) != set(cfg.joints):
+            raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
+                              f"{config_path} identifies {list(cfg.joints)}")
+        joints = tuple(traj.joint_names)
+        source = f"file {trajectory_path}"
+    else:
+        traj, joints = None, tuple(cfg.joints)
+    model = RobotModel(urdf, joints)
+    missing = [j for j in joints if j not in exc.acceleration_limits]
+    if missing:
+        raise ConfigError(f"{config_path}: excitation.acceleration_limits: no limit for joint(s) "
+                          f"{', '.join(missing)} (needed for the limit check and the approach)")
+    limits = LimitSpec.from_model(model, exc.acceleration_limits, exc.margins, use_effort=exc.effort_limits)
+    if traj is None:
+        spec = exc.design_spec(joints, max_time=design_time)
+        result = design_excitation(model, limits, spec)
+        traj = result.trajectory
+        source = f"designed ({spec.family}, {spec.optimizer}, cond {result.cond:.4g})"
+    return ExcitationPlan(traj, limits, model, source)

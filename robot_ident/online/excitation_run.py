@@ -1,0 +1,386 @@
+"""The excitation node's logic without ROS: plan, approach, excite, repeat, abort.
+
+`ExcitationRun` is a state machine driven by events (joint states, goal responses,
+results, a stop request) and by `tick(now)`; every event returns the list of
+`Action`s the node must carry out (send a trajectory, cancel the goal, hold the
+position, publish the state). Times are seconds of the node's clock (sim time when
+use_sim_time is set); the class never reads a clock itself.
+
+Phases::
+
+    idle --start--> approaching --reached--> exciting --done--> done
+      \\               |                         |
+       +---------------+----- any fault --------+--> aborted
+
+Safety, in the order it is checked:
+
+* the excitation (repeated `repetitions` times) is checked densely (1 ms) against
+  the URDF limits and the configured acceleration limits with margins before
+  anything moves, and it must start at rest (velocity and acceleration zero);
+* the current position must lie inside the URDF position limits; the approach
+  from it to the start pose is a quintic (rest to rest) whose peak velocity and
+  acceleration are a small fraction (`approach_speed`, `approach_acceleration`)
+  of the limits, itself checked densely;
+* while moving, every joint state is compared with the commanded path; a
+  distance (over a short time window, to tolerate latency) above
+  `max_tracking_error` aborts;
+* joint states older than `joint_state_timeout` abort; a goal that is rejected,
+  aborted or canceled by the controller aborts; no result within
+  `result_timeout` after the expected end aborts.
+
+Aborting cancels the action goal (the joint_trajectory_controller then holds its
+position) or, when trajectories go to the topic, sends a one-point trajectory that
+stops near the current position.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import TrajectoryError
+from ..excitation.constraints import LimitSpec, check_trajectory
+from ..excitation.families import trajectory_points
+from ..excitation.repeat import Repeated
+from .approach import ApproachTrajectory, approach_limits, plan_approach
+
+
+class Phase(str, Enum):
+    IDLE = "idle"
+    APPROACHING = "approaching"
+    EXCITING = "exciting"
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+ACTIVE = (Phase.APPROACHING, Phase.EXCITING)
+
+# control_msgs/action/FollowJointTrajectory result error codes.
+RESULT_ERRORS = {
+    0: "SUCCESSFUL",
+    -1: "INVALID_GOAL",
+    -2: "INVALID_JOINTS",
+    -3: "OLD_HEADER_TIMESTAMP",
+    -4: "PATH_TOLERANCE_VIOLATED",
+    -5: "GOAL_TOLERANCE_VIOLATED",
+}
+# action_msgs/msg/GoalStatus codes.
+GOAL_STATUS = {0: "UNKNOWN", 1: "ACCEPTED", 2: "EXECUTING", 3: "CANCELING", 4: "SUCCEEDED", 5: "CANCELED",
+               6: "ABORTED"}
+STATUS_SUCCEEDED = 4
+
+
+# ------------------------------------------------------------------------ actions
+@dataclass(frozen=True)
+class SendTrajectory:
+    """Send `points` (the plain dict of `excitation.trajectory_points`) to the controller."""
+    phase: Phase
+    points: dict
+    duration: float
+
+
+@dataclass(frozen=True)
+class CancelGoal:
+    reason: str
+
+
+@dataclass(frozen=True)
+class HoldPosition:
+    """Topic mode: stop by commanding this one-point trajectory."""
+    points: dict
+
+
+@dataclass(frozen=True)
+class PublishState:
+    phase: Phase
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """dry_run: the trajectories that would be sent, in order."""
+    approach: dict
+    excitation: dict
+
+
+Action = SendTrajectory | CancelGoal | HoldPosition | PublishState | PublishPlan
+
+
+# ----------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class ExcitationSettings:
+    repetitions: int = 1
+    use_action: bool = True
+    dry_run: bool = False
+    approach_speed: float = 0.1           # fraction of the velocity limit
+    approach_acceleration: float = 0.1    # fraction of the acceleration limit
+    approach_min_duration: float = 2.0    # s
+    approach_tolerance: float = 0.02      # rad or m: start pose reached
+    joint_state_timeout: float = 0.5      # s
+    max_tracking_error: float = 0.1       # rad or m
+    tracking_window: float = 0.25         # s either side of the expected time
+    tracking_period: float = 0.01         # s of measurement time between two tracking checks
+    point_rate: float = 100.0             # trajectory points per second
+    settle_time: float = 0.5              # topic mode: wait after the last point
+    result_timeout: float = 5.0           # action mode: wait for the result after the last point
+    stop_time: float = 0.3                # topic mode: time to come to rest when aborting
+    rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
+
+    def __post_init__(self):
+        if int(self.repetitions) != self.repetitions or self.repetitions < 1:
+            raise TrajectoryError(f"repetitions must be an integer >= 1, got {self.repetitions}")
+        for name in ("approach_speed", "approach_acceleration"):
+            v = getattr(self, name)
+            if not 0 < v <= 1:
+                raise TrajectoryError(f"{name} is a fraction of the limit in (0, 1], got {v}")
+        for name in ("approach_min_duration", "approach_tolerance", "joint_state_timeout",
+                     "max_tracking_error", "tracking_window", "tracking_period", "point_rate", "settle_time",
+                     "result_timeout",
+                     "stop_time"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise TrajectoryError(f"{name} must be a positive number, got {v}")
+
+
+# -------------------------------------------------------------------- state machine
+@dataclass
+class _Motion:
+    phase: Phase
+    trajectory: object
+    points: dict
+    sent_at: float
+    started_at: float | None = None     # goal accepted (action) or sent (topic)
+    result: tuple | None = None
+
+
+class ExcitationRun:
+    """One excitation run. Construct with the checked plan, call `start(now)` once the
+    joint states arrive, feed events, call `tick(now)` periodically (>= 10 Hz)."""
+
+    def __init__(self, trajectory, limits: LimitSpec, settings: ExcitationSettings | None = None,
+                 model=None):
+        self.settings = settings or ExcitationSettings()
+        s = self.settings
+        self.joint_names = tuple(trajectory.joint_names)
+        if self.joint_names != limits.joint_names:
+            raise TrajectoryError(f"trajectory joints {self.joint_names} differ from the limit joints "
+                                  f"{limits.joint_names}")
+        self.limits = limits
+        self.base_trajectory = trajectory
+        _, qd0, qdd0 = trajectory.sample(np.array([0.0]))
+        worst = float(max(np.abs(qd0).max(), np.abs(qdd0).max()))
+        if worst > s.rest_tolerance:
+            j = self.joint_names[int(np.argmax(np.maximum(np.abs(qd0[0]), np.abs(qdd0[0]))))]
+            raise TrajectoryError(
+                f"the excitation does not start at rest (joint {j!r}: velocity/acceleration {worst:.3g} at t=0); "
+                "a controller cannot start it from a standstill; use a family that starts at rest "
+                "(modified_fourier, polynomial7, joint_moves)")
+        self.trajectory = Repeated(trajectory, s.repetitions) if s.repetitions > 1 else trajectory
+        self.report = check_trajectory(self.trajectory, limits, model)
+        if not self.report.valid:
+            raise TrajectoryError(f"the excitation violates the limits: {self.report.summary()}")
+        self.start_pose = trajectory.sample(np.array([0.0]))[0][0]
+        self.phase = Phase.IDLE
+        self.detail = ""
+        self.approach: ApproachTrajectory | None = None
+        self._motion: _Motion | None = None
+        self._q: np.ndarray | None = None
+        self._qd: np.ndarray | None = None
+        self._last_js: float | None = None
+        self.max_tracking_error_seen = 0.0
+        self._last_check = -np.inf
+
+    # ------------------------------------------------------------ helpers
+    @property
+    def active(self) -> bool:
+        return self.phase in ACTIVE
+
+    @property
+    def has_joint_state(self) -> bool:
+        return self._q is not None
+
+    def joint_state_age(self, now: float) -> float | None:
+        """Seconds since the last usable joint state, None if there was none."""
+        return None if self._last_js is None else now - self._last_js
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (Phase.DONE, Phase.ABORTED)
+
+    def _set(self, phase: Phase, detail: str = "") -> PublishState:
+        self.phase, self.detail = phase, detail
+        return PublishState(phase, detail)
+
+    def _points(self, traj) -> dict:
+        return trajectory_points(traj, self.settings.point_rate)
+
+    def _abort(self, now: float, reason: str) -> list:
+        actions: list = []
+        if self.active and not self.settings.dry_run:
+            if self.settings.use_action:
+                actions.append(CancelGoal(reason))
+            elif self._q is not None:
+                actions.append(HoldPosition(self.hold_points()))
+        self._motion = None
+        actions.append(self._set(Phase.ABORTED, reason))
+        return actions
+
+    def hold_points(self) -> dict:
+        """One point at rest near the current position: where the arm stops, decelerating
+        uniformly from its current velocity within `stop_time`, clipped to the limits."""
+        s = self.settings
+        qd = self._qd if self._qd is not None else np.zeros_like(self._q)
+        target = np.clip(self._q + 0.5 * qd * s.stop_time, self.limits.lower, self.limits.upper)
+        ns = int(round(s.stop_time * 1e9))
+        z = [0.0] * len(self.joint_names)
+        return {"joint_names": list(self.joint_names),
+                "points": [{"positions": target.tolist(), "velocities": z, "accelerations": list(z),
+                            "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
+
+    def _send(self, now: float, phase: Phase, traj) -> list:
+        self._last_check = -np.inf
+        pts = self._points(traj)
+        self._motion = _Motion(phase, traj, pts, now, None if self.settings.use_action else now)
+        return [self._set(phase), SendTrajectory(phase, pts, float(traj.duration))]
+
+    # ------------------------------------------------------------- events
+    def on_joint_state(self, now: float, names: Sequence[str], position, velocity=(),
+                       stamp: float | None = None) -> list:
+        """A joint state received at `now`, measured at `stamp` (its header stamp, same clock;
+        None, 0 or more than 1 s away from `now`: `now`). Names are matched; other joints are ignored. While moving, the
+        position is compared with the commanded path at the measurement time, at most every
+        `tracking_period` seconds, so a backlog of queued messages is no tracking error."""
+        index = {n: i for i, n in enumerate(names)}
+        if any(j not in index for j in self.joint_names):
+            return []          # another publisher's message, or a partial one
+        pos = np.asarray(position, dtype=float)
+        if pos.size != len(names):
+            return []
+        idx = [index[j] for j in self.joint_names]
+        q = pos[idx]
+        if not np.isfinite(q).all():
+            return []
+        vel = np.asarray(velocity, dtype=float)
+        self._q = q
+        self._qd = vel[idx] if vel.size == len(names) and np.isfinite(vel[idx]).all() else None
+        self._last_js = now
+        m = self._motion
+        if m is None or m.started_at is None or self.settings.dry_run:
+            return []
+        # A stamp more than a second away from the receive time is on another clock: use `now`.
+        t = float(stamp) if stamp and abs(float(stamp) - now) < 1.0 else now
+        if t - self._last_check < self.settings.tracking_period:
+            return []
+        self._last_check = t
+        err = self.tracking_error(t, q)
+        self.max_tracking_error_seen = max(self.max_tracking_error_seen, err)
+        if err > self.settings.max_tracking_error:
+            return self._abort(now, f"tracking error {err:.4g} exceeds max_tracking_error "
+                                    f"{self.settings.max_tracking_error:g} during {m.phase.value}")
+        return []
+
+    def tracking_error(self, t: float, q) -> float:
+        """Distance (max over joints) from `q`, measured at `t`, to the commanded path within
+        +-tracking_window of the expected time."""
+        m = self._motion
+        tau = t - m.started_at
+        w = self.settings.tracking_window
+        ts = np.clip(np.linspace(tau - w, tau + w, 41), 0.0, float(m.trajectory.duration))
+        q_des = m.trajectory.sample(ts)[0]
+        return float(np.abs(q_des - q[None, :]).max(axis=1).min())
+
+    def start(self, now: float) -> list:
+        """Begin: plan the approach from the latest joint state (or publish the plan in dry run)."""
+        if self.phase != Phase.IDLE:
+            return []
+        s = self.settings
+        if self._q is None:
+            return self._abort(now, "no joint state received for the joints "
+                                    f"{', '.join(self.joint_names)}; not starting")
+        if now - self._last_js > s.joint_state_timeout:
+            return self._abort(now, f"joint states are {now - self._last_js:.3g} s old; not starting")
+        lim = approach_limits(self.limits)
+        outside = [j for k, j in enumerate(self.joint_names)
+                   if not lim.lower[k] <= self._q[k] <= lim.upper[k]]
+        if outside:
+            return self._abort(now, f"current position of joint(s) {', '.join(outside)} is outside the URDF "
+                                    "limits; not moving")
+        b = lim.bounds()
+        self.approach = plan_approach(self.joint_names, self._q, self.start_pose, b.velocity, b.acceleration,
+                                      s.approach_speed, s.approach_acceleration, s.approach_min_duration)
+        rep = check_trajectory(self.approach, lim)
+        if not rep.valid:
+            return self._abort(now, f"the approach violates the limits: {rep.summary()}")
+        if s.dry_run:
+            return [PublishPlan(self._points(self.approach), self._points(self.trajectory)),
+                    self._set(Phase.DONE, "dry run: plan published, nothing sent")]
+        return self._send(now, Phase.APPROACHING, self.approach)
+
+    def on_goal_response(self, now: float, accepted: bool, reason: str = "") -> list:
+        m = self._motion
+        if m is None or not self.active:
+            return []
+        if not accepted:
+            self._motion = None
+            return [self._set(Phase.ABORTED, f"the controller rejected the {m.phase.value} goal"
+                                             + (f": {reason}" if reason else ""))]
+        m.started_at = now
+        return []
+
+    def on_result(self, now: float, status: int, error_code: int = 0, error_string: str = "") -> list:
+        """The action result (status: action_msgs GoalStatus; error_code: FollowJointTrajectory)."""
+        m = self._motion
+        if m is None or not self.active:
+            return []
+        if status != STATUS_SUCCEEDED or error_code != 0:
+            self._motion = None
+            what = RESULT_ERRORS.get(error_code, f"error {error_code}")
+            st = GOAL_STATUS.get(status, str(status))
+            return [self._set(Phase.ABORTED, f"{m.phase.value} goal ended {st} ({what})"
+                                             + (f": {error_string}" if error_string else ""))]
+        return self._finished_motion(now)
+
+    def _finished_motion(self, now: float) -> list:
+        m = self._motion
+        if m.phase == Phase.APPROACHING:
+            dev = np.abs(self._q - self.start_pose) if self._q is not None else np.array([np.inf])
+            if dev.max() > self.settings.approach_tolerance:
+                j = self.joint_names[int(np.argmax(dev))]
+                return self._abort(now, f"start pose not reached: joint {j!r} is {dev.max():.4g} away "
+                                        f"(approach_tolerance {self.settings.approach_tolerance:g})")
+            return self._send(now, Phase.EXCITING, self.trajectory)
+        self._motion = None
+        return [self._set(Phase.DONE, f"{self.settings.repetitions} repetition(s) of "
+                                      f"{float(self.base_trajectory.duration):.3f} s done")]
+
+    def stop(self, now: float, reason: str = "stop requested") -> list:
+        if self.finished:
+            return []
+        return self._abort(now, reason)
+
+    def tick(self, now: float) -> list:
+        """Periodic checks: stale joint states, end of a topic-mode motion, missing results."""
+        if not self.active or self.settings.dry_run:
+            return []
+        s = self.settings
+        if self._last_js is None or now - self._last_js > s.joint_state_timeout:
+            age = "never" if self._last_js is None else f"{now - self._last_js:.3g} s ago"
+            return self._abort(now, f"joint states stopped arriving (last {age}; "
+                                    f"joint_state_timeout {s.joint_state_timeout:g} s)")
+        m = self._motion
+        if m is None or m.started_at is None:
+            if m is not None and now - m.sent_at > s.result_timeout:
+                return self._abort(now, f"no goal response within {s.result_timeout:g} s")
+            return []
+        end = m.started_at + float(m.trajectory.duration)
+        if s.use_action:
+            if now > end + s.result_timeout:
+                return self._abort(now, f"no result {s.result_timeout:g} s after the {m.phase.value} "
+                                        "trajectory should have ended")
+            return []
+        if now >= end + s.settle_time:
+            return self._finished_motion(now)
+        return []
