@@ -136,7 +136,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary}}
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                            valid_data=valid_data)
     return IdentifyOutcome(model, result, validation, out, summary)
 
 
