@@ -19,6 +19,7 @@ same (filtered) states. Written atomically.
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,12 +125,30 @@ def read_samples(folder, file_name: str = FILE_NAME) -> Samples | None:
                 sets[name] = SampleSet(get("t"), get("effort"), get("predicted"),
                                        np.asarray(z[f"{name}_moving"], bool), get("q"), get("qd"), get("qdd"),
                                        int(z[f"{name}_stride"]))
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as exc:
         raise ConfigError(f"{path} is not a readable robot_ident samples file: {exc}") from exc
     for name, s in sets.items():
         if s.effort is None or s.predicted is None or s.effort.shape != (s.t.size, len(joints)):
             raise ConfigError(f"{path}: set {name} lacks effort/predicted samples for joints {list(joints)}")
     return Samples(joints, units, limits, sets)
+
+
+VALIDATION_FILE = "validation_samples.npz"
+
+
+def _limits_units(model):
+    lim = model.limits
+    units = ["N" if model.is_prismatic(j) else "N·m" for j in model.joint_names]
+    return units, {"lower": lim.lower, "upper": lim.upper, "velocity": lim.velocity, "effort": lim.effort}
+
+
+def write_validation_samples(folder, model, data, predicted, moving, max_samples: int = 3000) -> Path:
+    """folder/validation_samples.npz of `robot-ident validate` (its own file: the
+    identification's samples.npz stays as it is)."""
+    units, limits = _limits_units(model)
+    return write_samples(folder, model.joint_names, units, limits,
+                         {"validation": sample_set(data.t, data.effort_raw, predicted, moving, data.q, data.qd,
+                                                   data.qdd, max_samples)}, file_name=VALIDATION_FILE)
 
 
 def write_run_samples(folder, model, result, ident_data, valid_data=None, ident_predicted=None,
@@ -147,8 +166,5 @@ def write_run_samples(folder, model, result, ident_data, valid_data=None, ident_
             pred = result.predict(model, data.q, data.qd, data.qdd)
         sets[name] = sample_set(data.t, data.effort_raw, pred, data.moving_mask(thr, guard),
                                 data.q, data.qd, data.qdd, max_samples)
-    lim = model.limits
-    units = ["N" if model.is_prismatic(j) else "N·m" for j in model.joint_names]
-    return write_samples(folder, model.joint_names, units,
-                         {"lower": lim.lower, "upper": lim.upper, "velocity": lim.velocity, "effort": lim.effort},
-                         sets)
+    units, limits = _limits_units(model)
+    return write_samples(folder, model.joint_names, units, limits, sets)

@@ -27,6 +27,7 @@ class ReportData:
     worst_friction: str | None = None
     chart: F.RelativeStdChart | None = None
     bodies: list | None = None
+    base_changes: dict | None = None      # body -> [(base index, change from CAD %, well determined)]
     bounds: dict | None = None
     coverage: list | None = None
     margins: list = field(default_factory=list)
@@ -133,7 +134,11 @@ def build(inp: ReportInputs) -> ReportData:
         if sp and inp.cad:
             bodies = [b for b in (r.get("standard_parameters") or {}).get("physically_consistent", {})] or \
                      sorted({n.rsplit(".", 1)[0] for n in sp if n.endswith(".m")}, key=lambda b: list(sp).index(b + ".m"))
-            d.bodies = F.body_comparisons(inp.cad, sp, bodies, d.bounds)
+            br = r.get("base_reduction")
+            det = F.determined_standard(br, r["base_parameters"]) if br else None
+            d.bodies = F.body_comparisons(inp.cad, sp, bodies, d.bounds, det)
+            if br:
+                d.base_changes = F.base_changes_by_body(inp.cad, br, r["base_parameters"], bodies)
 
     # excitation
     if inp.samples is not None and "identification" in inp.samples.sets:
@@ -172,9 +177,21 @@ def key_answers(d: ReportData) -> list[str]:
     if d.bodies:
         b = max(d.bodies, key=lambda c: abs(c.mass_change_percent) if math.isfinite(c.mass_change_percent) else -1)
         shifts = [c.com_shift_mm for c in d.bodies if math.isfinite(c.com_shift_mm)]
-        out.append(f"Largest mass change from CAD: {b.body} {b.mass_change_percent:+.1f} % "
+        unfixed = [c.body for c in d.bodies if c.determined is not None and not c.determined["mass"]]
+        out.append(f"Largest identified mass change from CAD: {b.body} {b.mass_change_percent:+.1f} % "
                    f"({b.mass[0]:.3g} → {b.mass[1]:.3g} kg); centre-of-mass shifts up to "
-                   f"{max(shifts) if shifts else float('nan'):.1f} mm")
+                   f"{max(shifts) if shifts else float('nan'):.1f} mm"
+                   + (f". The data do not fix the mass of {len(unfixed)} of {len(d.bodies)} bodies by itself "
+                      "(hatched in the bodies figure): those values are the estimator's choice" if unfixed else ""))
+    if d.base_changes:
+        per = []
+        for body, pts in d.base_changes.items():
+            good = [abs(p[1]) for p in pts if p[2] and math.isfinite(p[1])]
+            if good:
+                per.append(f"{body} {np.median(good):.1f} %")
+        if per:
+            out.append("What the data fix, per body (median symmetric |change from CAD| of its well-determined "
+                       "base parameters): " + ", ".join(per))
     return out
 
 

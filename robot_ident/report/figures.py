@@ -115,14 +115,14 @@ class ErrorHistogram:
 def error_histogram(joint: str, error, noise_std: float | None, unit: str = "N·m", bins: int = 40) -> ErrorHistogram:
     """Histogram of prediction errors (measured - predicted) with the counts expected from
     white noise of the given std over the same bins."""
-    from scipy.stats import norm
+    from scipy.special import ndtr      # the normal CDF (scipy.stats takes seconds to import)
     e = np.asarray(error, float)
     e = e[np.isfinite(e)]
     half = max(float(np.max(np.abs(e))) if e.size else 1.0, 4.0 * (noise_std or 0.0)) or 1.0
     edges = np.linspace(-half, half, bins + 1)
     counts, _ = np.histogram(e, edges)
     if noise_std and noise_std > 0:
-        expected = e.size * np.diff(norm.cdf(edges, scale=noise_std))
+        expected = e.size * np.diff(ndtr(edges / noise_std))
     else:
         expected = np.full(bins, np.nan)
     rms = float(np.sqrt(np.mean(e ** 2))) if e.size else math.nan
@@ -178,6 +178,7 @@ class BodyComparison:
     com: tuple                  # (cad (3,), identified (3,)) m, in the joint frame
     principal: tuple            # (cad (3,), identified (3,)) kg m^2 about the centre of mass, ascending
     bounds_active: list
+    determined: dict = None     # mass / com / inertia -> True when the data fix it by itself (None: unknown)
 
     @property
     def mass_change_percent(self) -> float:
@@ -211,14 +212,73 @@ def body_inertia(pi: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     return m, np.array(inertia.lever), np.linalg.eigvalsh(np.array(inertia.inertia))
 
 
-def body_comparisons(cad: dict, identified: dict, bodies, bounds_active: dict | None = None) -> list[BodyComparison]:
+_INERTIAL = ("m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
+
+
+def body_comparisons(cad: dict, identified: dict, bodies, bounds_active: dict | None = None,
+                     determined: set | None = None) -> list[BodyComparison]:
     """Per body, CAD against identified mass, centre of mass and principal inertias (values
-    are dicts of standard-parameter name -> value, names as in result.yaml)."""
+    are dicts of standard-parameter name -> value, names as in result.yaml). `determined`:
+    the standard parameters the data fix by themselves (see determined_standard)."""
     out = []
     for b in bodies:
         mc, cc, pc = body_inertia(_body_values(cad, b))
         mi, ci, pi = body_inertia(_body_values(identified, b))
-        out.append(BodyComparison(b, (mc, mi), (cc, ci), (pc, pi), list((bounds_active or {}).get(b, []))))
+        det = None
+        if determined is not None:
+            has = [f"{b}.{k}" in determined for k in _INERTIAL]
+            det = {"mass": has[0], "com": all(has[:4]), "inertia": all(has)}
+        out.append(BodyComparison(b, (mc, mi), (cc, ci), (pc, pi), list((bounds_active or {}).get(b, [])), det))
+    return out
+
+
+def determined_standard(base_reduction: dict, base_parameters: list, threshold: float = WELL_DETERMINED_PERCENT) \
+        -> set:
+    """Standard parameters the data determine by themselves: kept columns into which no
+    other column is regrouped (their base parameter is the standard parameter alone) and
+    whose relative std is below the threshold. Every other standard parameter (regrouped,
+    or unseen) is the estimator's choice among values that fit the data equally well."""
+    names = list(base_reduction["standard_names"])
+    beta = np.asarray(base_reduction["beta"], float).reshape(len(base_reduction["independent"]), -1)
+    out = set()
+    for k, i in enumerate(base_reduction["independent"]):
+        alone = beta.shape[1] == 0 or not np.any(beta[k] != 0.0)
+        try:
+            rel = float(base_parameters[k]["relative_std_percent"])
+        except (TypeError, ValueError, IndexError, KeyError):
+            rel = math.inf
+        if alone and rel < threshold:
+            out.add(names[i])
+    return out
+
+
+def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list, bodies) -> dict | None:
+    """What the data do determine, per body: for each base parameter whose leading standard
+    parameter belongs to the body, (index, symmetric change from the CAD's base value in %,
+    well determined?). The symmetric change 100 (id - cad) / max(|id|, |cad|) lies in
+    [-200, 200] and stays readable for products of inertia whose CAD value is ~0. The CAD's base values are the CAD standard parameters projected with the
+    result's own reduction. None when the CAD lacks a standard parameter of the layout."""
+    names = list(base_reduction["standard_names"])
+    if any(n not in cad for n in names):
+        return None
+    theta = np.array([cad[n] for n in names])
+    ind = np.asarray(base_reduction["independent"], int)
+    dep = np.asarray(base_reduction["dependent"], int)
+    beta = np.asarray(base_reduction["beta"], float).reshape(ind.size, dep.size)
+    phi_cad = theta[ind] + (beta @ theta[dep] if dep.size else 0.0)
+    out = {b: [] for b in bodies}
+    for k, i in enumerate(ind):
+        body = names[i].rsplit(".", 1)[0]
+        if body not in out:
+            continue
+        v = float(base_parameters[k]["value"])
+        try:
+            rel = float(base_parameters[k]["relative_std_percent"])
+        except (TypeError, ValueError):
+            rel = math.inf
+        scale = max(abs(v), abs(phi_cad[k]))
+        change = 100.0 * (v - phi_cad[k]) / scale if scale > 0 else 0.0
+        out[body].append((k, change, rel < WELL_DETERMINED_PERCENT))
     return out
 
 

@@ -11,9 +11,8 @@ import yaml
 
 from ..errors import ConfigError
 from ..io.samples import FILE_NAME as SAMPLES_FILE
+from ..io.samples import VALIDATION_FILE as VALIDATION_SAMPLES_FILE
 from ..io.samples import Samples, read_samples
-
-VALIDATION_SAMPLES_FILE = "validation_samples.npz"
 
 
 @dataclass
@@ -36,6 +35,8 @@ class ReportInputs:
     def joints(self) -> list:
         if self.result:
             return list(self.result["robot"]["joints"])
+        if self.validation_samples is not None:
+            return list(self.validation_samples.joints)
         if self.validation:
             return list(self.validation.get("joints") or {})
         return []
@@ -102,7 +103,12 @@ def load_inputs(folder, trajectory=None) -> ReportInputs:
     inp.samples = read_samples(folder)
     inp.validation_samples = read_samples(folder, VALIDATION_SAMPLES_FILE)
     for s, name in ((inp.samples, SAMPLES_FILE), (inp.validation_samples, VALIDATION_SAMPLES_FILE)):
-        if s is not None and inp.joints and list(s.joints) != inp.joints:
+        if s is None:
+            continue
+        if inp.result is None and set(s.joints) != set(inp.validation["joints"]):
+            raise ConfigError(f"{folder / name} holds joints {list(s.joints)}, validation.yaml "
+                              f"{list(inp.validation['joints'])}")
+        if list(s.joints) != inp.joints:
             raise ConfigError(f"{folder / name} holds joints {list(s.joints)}, the result {inp.joints}")
     if inp.samples is None and inp.result is not None:
         inp.notes.append(f"no {SAMPLES_FILE} in the folder (result written before the report kept its data): "

@@ -165,15 +165,17 @@ def bodies_html(d: ReportData) -> str:
     for c in d.bodies:
         pc = c.principal_change_percent
         bounds = ", ".join(c.bounds_active) if c.bounds_active else ("none" if d.bounds is not None else "not reported")
+        fixed = ("–" if c.determined is None else
+                 ", ".join(k for k, v in c.determined.items() if v) or "none (estimator's choice)")
         rows.append([c.body, c.mass[0], c.mass[1], c.mass_change_percent, c.com_shift_mm,
                      _Raw(" / ".join(fmt(x, 3) for x in c.principal[0])),
                      _Raw(" / ".join(fmt(x, 3) for x in c.principal[1])),
                      _Raw(" / ".join(fmt(x, 3) for x in pc)), _Raw(f"<span class='bad'>{esc(bounds)}</span>"
-                                                                 if c.bounds_active else esc(bounds))])
-    return (img(plots.bodies_figure(d.bodies), "bodies: CAD vs identified")
+                                                                 if c.bounds_active else esc(bounds)), fixed])
+    return (img(plots.bodies_figure(d.bodies, d.base_changes), "bodies: CAD vs identified")
             + table(["body", "CAD mass [kg]", "identified mass [kg]", "mass change [%]", "CoM shift [mm]",
                      "CAD principal inertias [kg·m²]", "identified principal inertias [kg·m²]",
-                     "principal change [%]", "active physical bounds"], rows))
+                     "principal change [%]", "active physical bounds", "fixed by the data"], rows))
 
 
 def excitation_html(d: ReportData) -> str:

@@ -116,15 +116,26 @@ def relative_std_figure(chart, names_full=None) -> bytes:
     return _png(fig)
 
 
-def bodies_figure(comps) -> bytes:
+def _hatch(bars, determined):
+    for bar, ok in zip(bars, determined):
+        if ok is False:
+            bar.set_hatch("///")
+            bar.set_alpha(0.55)
+
+
+def bodies_figure(comps, base_changes=None) -> bytes:
+    """CAD vs identified per body; hatched: a quantity the data do not fix by itself (the
+    estimator's choice). Last panel: the base parameters led by each body (what the data fix)."""
     plt = _plt()
     names = [c.body for c in comps]
     x = np.arange(len(comps))
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    fig, axes = plt.subplots(2, 2, figsize=(14, 7.6))
+    axes = axes.flat
+    det = lambda key: [None if c.determined is None else c.determined[key] for c in comps]  # noqa: E731
     m = np.array([c.mass for c in comps])
     ax = axes[0]
     ax.bar(x - 0.2, m[:, 0], 0.4, color="0.6", label="CAD")
-    ax.bar(x + 0.2, m[:, 1], 0.4, color="C0", label="identified")
+    _hatch(ax.bar(x + 0.2, m[:, 1], 0.4, color="C0", label="identified"), det("mass"))
     for k, c in enumerate(comps):
         ax.text(k + 0.2, max(m[k]), f"{c.mass_change_percent:+.1f} %", ha="center", va="bottom", fontsize=7)
     ax.set_ylabel("mass [kg]")
@@ -132,7 +143,7 @@ def bodies_figure(comps) -> bytes:
     ax.legend(fontsize=7)
     ax = axes[1]
     shift = np.array([c.com_shift_mm for c in comps])
-    ax.bar(x, np.nan_to_num(shift), color="C0")
+    _hatch(ax.bar(x, np.nan_to_num(shift), color="C0"), det("com"))
     for k, s in enumerate(shift):
         ax.text(k, 0 if not math.isfinite(s) else s, "n/a" if not math.isfinite(s) else f"{s:.1f}",
                 ha="center", va="bottom", fontsize=7)
@@ -141,12 +152,33 @@ def bodies_figure(comps) -> bytes:
     ax = axes[2]
     pcs = np.array([c.principal_change_percent for c in comps])
     for i in range(3):
-        ax.bar(x + (i - 1) * 0.27, np.nan_to_num(pcs[:, i]), 0.27, color=f"C{i}", label=f"I{i + 1} (ascending)")
+        _hatch(ax.bar(x + (i - 1) * 0.27, np.nan_to_num(pcs[:, i]), 0.27, color=f"C{i}",
+                      label=f"I{i + 1} (ascending)"), det("inertia"))
     ax.axhline(0, color="k", lw=0.6)
     ax.set_yscale("symlog", linthresh=10)
     ax.set_ylabel("change from CAD [%] (symlog)")
     ax.set_title("Principal inertias about the centre of mass", fontsize=10)
     ax.legend(fontsize=7)
+    ax = axes[3]
+    if base_changes:
+        for k, b in enumerate(names):
+            pts = base_changes.get(b) or []
+            good = [p for p in pts if p[2] and math.isfinite(p[1])]
+            poor = [p for p in pts if not p[2] and math.isfinite(p[1])]
+            jit = lambda n: k + np.linspace(-0.25, 0.25, n) if n > 1 else np.array([k])  # noqa: E731
+            if good:
+                ax.plot(jit(len(good)), [p[1] for p in good], "o", color="C0", ms=5,
+                        label="well determined" if k == 0 else None)
+            if poor:
+                ax.plot(jit(len(poor)), [p[1] for p in poor], "o", mfc="none", color="0.5",
+                        ms=4, label="poorly determined" if k == 0 else None)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_ylim(-205, 205)
+        ax.set_ylabel("base parameter change from CAD [%]\n100 (id − CAD) / max(|id|, |CAD|)")
+        ax.set_title("What the data fix: each body's base parameters vs the CAD's", fontsize=10)
+        ax.legend(fontsize=7)
+    else:
+        ax.set_visible(False)
     for ax in axes:
         ax.set_xticks(x)
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
@@ -154,8 +186,14 @@ def bodies_figure(comps) -> bytes:
         for k, c in enumerate(comps):
             if c.bounds_active:
                 ax.get_xticklabels()[k].set_color("C3")
+    notes = []
+    if any(c.determined and not all(c.determined.values()) for c in comps):
+        notes.append("hatched: not fixed by the data by itself (regrouped or unseen): the estimator's choice, "
+                     "not a measurement")
     if any(c.bounds_active for c in comps):
-        fig.text(0.01, 0.01, "red body name: a physical bound is active (see the table)", fontsize=8, color="C3")
+        notes.append("red body name: a physical bound is active")
+    if notes:
+        fig.text(0.01, 0.005, ";  ".join(notes), fontsize=8, color="C3")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return _png(fig)
 
