@@ -196,7 +196,7 @@ def key_answers(d: ReportData) -> list[str]:
 
 
 def comparison_rows(a: ReportData, b: ReportData) -> list[tuple]:
-    """(quantity, unit, A, B) rows for --compare."""
+    """(quantity, unit, A, B, change of B from A in %) rows for --compare."""
     def g(d, *path):
         x = d.result
         for p in path:
@@ -224,7 +224,16 @@ def comparison_rows(a: ReportData, b: ReportData) -> list[tuple]:
     for body in dict.fromkeys([*ba, *bb]):
         rows.append((f"{body}: mass", "kg", ba[body].mass[1] if body in ba else None,
                      bb[body].mass[1] if body in bb else None))
-    return rows
+    return [(q, u, x, y, _change(x, y)) for q, u, x, y in rows]
+
+
+def _change(a, b) -> float | None:
+    """B relative to A in %, for numbers."""
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return None
+    return 100.0 * (b - a) / abs(a) if a != 0 and math.isfinite(a) and math.isfinite(b) else None
 
 
 def as_array(values) -> np.ndarray:

@@ -259,8 +259,9 @@ def render(datas: list[ReportData]) -> str:
     else:
         a, b = datas
         parts.append("<h2 id='compare'>Side by side</h2>" + table(
-            ["quantity", "unit", f"A: {a.inputs.label}", f"B: {b.inputs.label}"],
-            comparison_rows(a, b), numeric_from=2))
+            ["quantity", "unit", f"A: {a.inputs.label}", f"B: {b.inputs.label}", "B − A [% of A]"],
+            [(q, u, x, y, _Raw(f"<span class='bad'>{fmt(c, 3)}</span>") if c is not None and abs(c) > 5 else c)
+             for q, u, x, y, c in comparison_rows(a, b)], numeric_from=2))
         if a.validation_rows and b.validation_rows:
             series = {f"{'AB'[i]}: {x.inputs.label}": [r["rms"] for r in x.validation_rows] for i, x in enumerate((a, b))}
             parts.append(img(plots.validation_rms_figure(a.joints, a.units, series), "validation RMS A vs B"))
