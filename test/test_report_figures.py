@@ -185,3 +185,12 @@ def test_samples_round_trip_decimated(tmp_path):
     (tmp_path / "samples.npz").write_bytes(b"not a zip")
     with pytest.raises(ConfigError, match="samples.npz"):
         read_samples(tmp_path)
+
+
+def test_worst_friction_prefers_a_misfit_above_the_noise():
+    qd, meas, pred, moving, *_ = _friction_data(seed=6, noise=2.0)            # big misfit %, all noise
+    noisy = F.friction_fit("noisy", qd, meas, pred, moving, 2.0, 0.8, 0.01)
+    qd, meas, pred, moving, *_ = _friction_data(seed=7, stribeck=0.3, noise=0.01)
+    bad = F.friction_fit("bad", qd, meas, pred, moving, 2.0, 0.8, 0.01)
+    assert noisy.within_noise and not bad.within_noise and noisy.misfit_percent > bad.misfit_percent
+    assert F.worst_friction_joint([noisy, bad]) == "bad"

@@ -206,7 +206,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         out = Path(output)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
                                 config=str(config_path))}
-        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                                valid_data=valid_data)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:

@@ -164,10 +164,14 @@ def key_answers(d: ReportData) -> list[str]:
     """The three questions of a one-minute read, answered from the figures' numbers."""
     out = []
     if d.friction:
-        f = max(d.friction, key=lambda f: f.misfit_percent if math.isfinite(f.misfit_percent) else -1)
-        out.append(f"Worst friction fit: {f.joint} (systematic misfit {f.misfit_percent:.1f} % of its friction "
-                   f"effort, {f.systematic_rms:.3g} {f.unit}; "
-                   + ("within the noise of the binned means)" if f.within_noise else "above the noise)"))
+        f = next((x for x in d.friction if x.joint == d.worst_friction), d.friction[0])
+        what = (f"systematic misfit {f.misfit_percent:.1f} % of its friction effort, {f.systematic_rms:.3g} "
+                f"{f.unit}")
+        if all(x.within_noise for x in d.friction):
+            out.append(f"Friction: every joint's Coulomb + viscous curve fits within the noise; the largest "
+                       f"misfit is {f.joint} ({what})")
+        else:
+            out.append(f"Worst friction fit: {f.joint} ({what}, above the noise of the binned means)")
     if d.chart is not None and len(d.chart.index):
         names = [d.result["base_parameters"][i]["name"] for i in d.chart.least_determined(3)]
         rel = d.chart.relative_std[:3]

@@ -90,8 +90,10 @@ def friction_fit(joint: str, qd, measured, predicted, moving, coulomb: float, vi
 
 
 def worst_friction_joint(fits: list[FrictionFit]) -> str | None:
+    """The joint with the largest misfit among those above the noise (among all when none is)."""
     ok = [f for f in fits if math.isfinite(f.misfit_percent)]
-    return max(ok, key=lambda f: f.misfit_percent).joint if ok else None
+    pool = [f for f in ok if not f.within_noise] or ok
+    return max(pool, key=lambda f: f.misfit_percent).joint if pool else None
 
 
 # ----------------------------------------------------------------------- errors
