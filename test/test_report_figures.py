@@ -194,3 +194,25 @@ def test_worst_friction_prefers_a_misfit_above_the_noise():
     bad = F.friction_fit("bad", qd, meas, pred, moving, 2.0, 0.8, 0.01)
     assert noisy.within_noise and not bad.within_noise and noisy.misfit_percent > bad.misfit_percent
     assert F.worst_friction_joint([noisy, bad]) == "bad"
+
+
+def test_a_regrouped_friction_term_is_left_out_not_drawn_wrong(tmp_path):
+    from robot_ident.io.samples import Samples
+    from robot_ident.report.build import build
+    from robot_ident.report.inputs import ReportInputs
+    qd, meas, pred, moving, *_ = _friction_data(n=500)
+    two = lambda a: np.c_[a, a]   # noqa: E731
+    s = sample_set(np.arange(500) * 0.005, two(meas), two(pred), two(moving), two(qd), two(qd), two(qd))
+    samples = Samples(("j1", "j2"), ("N·m", "N·m"), {k: np.array([-3.0, -3.0]) * (1 if k == "lower" else -1)
+                                                      for k in ("lower", "upper", "velocity", "effort")},
+                      {"identification": s})
+    result = {"robot": {"joints": ["j1", "j2"], "friction_model": {"blocks": ["Fc", "Fv"],
+                                                                   "coulomb_velocity_scale": 0.01}},
+              "base_parameters": [{"name": "j2.Fc", "value": 2.0, "std": 0.01, "relative_std_percent": 0.5}],
+              "actuators": {"j1": {"Fv": {"value": 0.8, "std": 0.01}},
+                            "j2": {"Fc": {"value": 2.0, "std": 0.01}, "Fv": {"value": 0.8, "std": 0.01}}}}
+    d = build(ReportInputs(tmp_path, result=result, samples=samples))
+    assert [f.joint for f in d.friction] == ["j2"] and d.friction_skipped == ["j1"]
+    result["robot"]["friction_model"]["blocks"] = ["Fv"]          # no Coulomb term in the model: Fc = 0
+    d = build(ReportInputs(tmp_path, result=result, samples=samples))
+    assert [f.joint for f in d.friction] == ["j1", "j2"] and d.friction[0].coulomb == 0.0

@@ -113,9 +113,12 @@ def build(inp: ReportInputs) -> ReportData:
         fm = r["robot"].get("friction_model") or {}
         scale = _float(fm.get("coulomb_velocity_scale"), 0.01)
         act = r.get("actuators") or {}
+        blocks = set(fm["blocks"]) if isinstance(fm.get("blocks"), list) else {"Fc", "Fv"}
         for k, j in enumerate(joints):
             a = act.get(j) or {}
-            if "Fc" not in a and "Fv" not in a:
+            # a friction term of the model that is not a base parameter by itself is regrouped:
+            # the curve cannot be drawn apart from the rest, so the joint is left out (said so)
+            if not ({"Fc", "Fv"} & blocks) or any(sym in blocks and sym not in a for sym in ("Fc", "Fv")):
                 d.friction_skipped.append(j)
                 continue
             if s.qd is None:

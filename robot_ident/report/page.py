@@ -123,8 +123,8 @@ def validation_html(d: ReportData) -> str:
 
 def friction_html(d: ReportData) -> str:
     if not d.friction:
-        why = ("no Coulomb or viscous friction identified" if d.friction_skipped
-               else "no samples.npz in the folder")
+        why = ("no joint has Coulomb and viscous friction as base parameters by themselves"
+               if d.friction_skipped else "no identification samples (samples.npz) in the folder")
         return f"<p>Friction fit not drawn: {esc(why)}.</p>"
     rows = [[f.joint, _Raw(f"{fmt(f.coulomb)} {esc(f.unit)}"),
              _Raw(f"{fmt(f.viscous)} {esc(f.unit)}·s/{esc(position_unit(f.unit))}"),
@@ -133,7 +133,8 @@ def friction_html(d: ReportData) -> str:
              _Raw(f"{fmt(f.systematic_rms, 3)} {esc(f.unit)}"), _Raw(f"{fmt(f.noise_floor, 3)} {esc(f.unit)}"),
              _Raw(f"{fmt(f.scatter_rms, 3)} {esc(f.unit)}"), "yes" if f.within_noise else "no"]
             for f in d.friction]
-    extra = (f"<p>Joints without an identified friction term: {esc(', '.join(d.friction_skipped))}.</p>"
+    extra = (f"<p>Left out (friction not in the model, or Fc / Fv regrouped with other parameters so that "
+             f"its curve cannot be drawn alone): {esc(', '.join(d.friction_skipped))}.</p>"
              if d.friction_skipped else "")
     return (img(plots.friction_figure(d.friction, d.worst_friction), "friction fit")
             + table(["joint", "Fc", "Fv", "misfit [%]", "systematic RMS", "noise of bin means",
