@@ -31,7 +31,8 @@ def main() -> None:
     figs = {"friction": lambda: plots.friction_figure(d.friction, d.worst_friction),
             "error histograms": lambda: plots.error_histogram_figure(d.histograms, "x"),
             "relative std": lambda: plots.relative_std_figure(d.chart),
-            "bodies": lambda: plots.bodies_figure(d.bodies, d.base_changes),
+            "bodies": lambda: plots.bodies_figure(d.bodies),
+            "base vs CAD": lambda: plots.base_changes_figure(d.base_changes),
             "coverage": lambda: plots.coverage_figure(d.coverage, 1.0)}
     plots.coverage_figure(d.coverage, 1.0)          # matplotlib's first-use cost out of the figures
     for name, fn in figs.items():

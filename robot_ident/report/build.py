@@ -134,14 +134,14 @@ def build(inp: ReportInputs) -> ReportData:
         d.chart = F.relative_std_chart(r["base_parameters"])
         d.bounds = F.active_bounds(r)
         sp = (r.get("standard_parameters") or {}).get("values")
+        br = r.get("base_reduction")
+        names = list(br["standard_names"]) if br else list(sp or [])
+        bodies = [n[:-2] for n in names if n.endswith(".m")]
         if sp and inp.cad:
-            bodies = [b for b in (r.get("standard_parameters") or {}).get("physically_consistent", {})] or \
-                     sorted({n.rsplit(".", 1)[0] for n in sp if n.endswith(".m")}, key=lambda b: list(sp).index(b + ".m"))
-            br = r.get("base_reduction")
             det = F.determined_standard(br, r["base_parameters"]) if br else None
             d.bodies = F.body_comparisons(inp.cad, sp, bodies, d.bounds, det)
-            if br:
-                d.base_changes = F.base_changes_by_body(inp.cad, br, r["base_parameters"], bodies)
+        if br and inp.cad:
+            d.base_changes = F.base_changes_by_body(inp.cad, br, r["base_parameters"], bodies)
 
     # excitation
     if inp.samples is not None and "identification" in inp.samples.sets:

@@ -256,7 +256,7 @@ def determined_standard(base_reduction: dict, base_parameters: list, threshold: 
 
 def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list, bodies) -> dict | None:
     """What the data do determine, per body: for each base parameter whose leading standard
-    parameter belongs to the body, (index, symmetric change from the CAD's base value in %,
+    parameter is one of the body's inertial parameters, (index, symmetric change from the CAD's base value in %,
     well determined?). The symmetric change 100 (id - cad) / max(|id|, |cad|) lies in
     [-200, 200] and stays readable for products of inertia whose CAD value is ~0. The CAD's base values are the CAD standard parameters projected with the
     result's own reduction. None when the CAD lacks a standard parameter of the layout."""
@@ -270,8 +270,8 @@ def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list,
     phi_cad = theta[ind] + (beta @ theta[dep] if dep.size else 0.0)
     out = {b: [] for b in bodies}
     for k, i in enumerate(ind):
-        body = names[i].rsplit(".", 1)[0]
-        if body not in out:
+        body, sym = names[i].rsplit(".", 1)
+        if body not in out or sym not in _INERTIAL:      # actuator parameters have no CAD value
             continue
         v = float(base_parameters[k]["value"])
         try:

@@ -113,7 +113,7 @@ def load_inputs(folder, trajectory=None) -> ReportInputs:
     if inp.samples is None and inp.result is not None:
         inp.notes.append(f"no {SAMPLES_FILE} in the folder (result written before the report kept its data): "
                          "friction fit, error histograms and coverage left out")
-    if inp.result is not None and inp.result.get("standard_parameters"):
+    if inp.result is not None:
         inp.cad, note = _cad_values(folder, inp.result)
         if note:
             inp.notes.append(note)

@@ -157,26 +157,35 @@ def parameters_html(d: ReportData) -> str:
 
 
 def bodies_html(d: ReportData) -> str:
+    parts = []
     if d.bodies is None:
         r = d.result or {}
         why = ("the estimator gives base parameters only (use `physical` for per-body values)"
                if r and not r.get("standard_parameters") else "no CAD model available")
-        return f"<p>No per-body comparison: {esc(why)}.</p>"
-    rows = []
-    for c in d.bodies:
-        pc = c.principal_change_percent
-        bounds = ", ".join(c.bounds_active) if c.bounds_active else ("none" if d.bounds is not None else "not reported")
-        fixed = ("–" if c.determined is None else
-                 ", ".join(k for k, v in c.determined.items() if v) or "none (estimator's choice)")
-        rows.append([c.body, c.mass[0], c.mass[1], c.mass_change_percent, c.com_shift_mm,
-                     _Raw(" / ".join(fmt(x, 3) for x in c.principal[0])),
-                     _Raw(" / ".join(fmt(x, 3) for x in c.principal[1])),
-                     _Raw(" / ".join(fmt(x, 3) for x in pc)), _Raw(f"<span class='bad'>{esc(bounds)}</span>"
-                                                                 if c.bounds_active else esc(bounds)), fixed])
-    return (img(plots.bodies_figure(d.bodies, d.base_changes), "bodies: CAD vs identified")
-            + table(["body", "CAD mass [kg]", "identified mass [kg]", "mass change [%]", "CoM shift [mm]",
-                     "CAD principal inertias [kg·m²]", "identified principal inertias [kg·m²]",
-                     "principal change [%]", "active physical bounds", "fixed by the data"], rows))
+        parts.append(f"<p>No per-body mass, centre of mass or inertia: {esc(why)}.</p>")
+    else:
+        rows = []
+        for c in d.bodies:
+            pc = c.principal_change_percent
+            bounds = ", ".join(c.bounds_active) if c.bounds_active else ("none" if d.bounds is not None
+                                                                         else "not reported")
+            fixed = ("–" if c.determined is None else
+                     ", ".join(k for k, v in c.determined.items() if v) or "none (estimator's choice)")
+            rows.append([c.body, c.mass[0], c.mass[1], c.mass_change_percent, c.com_shift_mm,
+                         _Raw(" / ".join(fmt(x, 3) for x in c.principal[0])),
+                         _Raw(" / ".join(fmt(x, 3) for x in c.principal[1])),
+                         _Raw(" / ".join(fmt(x, 3) for x in pc)),
+                         _Raw(f"<span class='bad'>{esc(bounds)}</span>" if c.bounds_active else esc(bounds)), fixed])
+        parts.append(img(plots.bodies_figure(d.bodies), "bodies: CAD vs identified"))
+        parts.append(table(["body", "CAD mass [kg]", "identified mass [kg]", "mass change [%]", "CoM shift [mm]",
+                            "CAD principal inertias [kg·m²]", "identified principal inertias [kg·m²]",
+                            "principal change [%]", "active physical bounds", "fixed by the data"], rows))
+    if d.base_changes:
+        parts.append(img(plots.base_changes_figure(d.base_changes), "base parameters per body vs CAD"))
+        parts.append("<p class='caption'>Each dot: one base parameter led by a standard parameter of the body "
+                     "(its regrouped partners included), identified against the CAD's value of the same "
+                     "combination. Filled: relative std below 5 %.</p>")
+    return "".join(parts)
 
 
 def excitation_html(d: ReportData) -> str:

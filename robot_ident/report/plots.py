@@ -123,14 +123,13 @@ def _hatch(bars, determined):
             bar.set_alpha(0.55)
 
 
-def bodies_figure(comps, base_changes=None) -> bytes:
+def bodies_figure(comps) -> bytes:
     """CAD vs identified per body; hatched: a quantity the data do not fix by itself (the
-    estimator's choice). Last panel: the base parameters led by each body (what the data fix)."""
+    estimator's choice)."""
     plt = _plt()
     names = [c.body for c in comps]
     x = np.arange(len(comps))
-    fig, axes = plt.subplots(2, 2, figsize=(14, 7.6))
-    axes = axes.flat
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
     det = lambda key: [None if c.determined is None else c.determined[key] for c in comps]  # noqa: E731
     m = np.array([c.mass for c in comps])
     ax = axes[0]
@@ -159,33 +158,7 @@ def bodies_figure(comps, base_changes=None) -> bytes:
     ax.set_ylabel("change from CAD [%] (symlog)")
     ax.set_title("Principal inertias about the centre of mass", fontsize=10)
     ax.legend(fontsize=7)
-    ax = axes[3]
-    if base_changes:
-        for k, b in enumerate(names):
-            pts = base_changes.get(b) or []
-            good = [p for p in pts if p[2] and math.isfinite(p[1])]
-            poor = [p for p in pts if not p[2] and math.isfinite(p[1])]
-            jit = lambda n: k + np.linspace(-0.25, 0.25, n) if n > 1 else np.array([k])  # noqa: E731
-            if good:
-                ax.plot(jit(len(good)), [p[1] for p in good], "o", color="C0", ms=5,
-                        label="well determined" if k == 0 else None)
-            if poor:
-                ax.plot(jit(len(poor)), [p[1] for p in poor], "o", mfc="none", color="0.5",
-                        ms=4, label="poorly determined" if k == 0 else None)
-        ax.axhline(0, color="k", lw=0.6)
-        ax.set_ylim(-205, 205)
-        ax.set_ylabel("base parameter change from CAD [%]\n100 (id − CAD) / max(|id|, |CAD|)")
-        ax.set_title("What the data fix: each body's base parameters vs the CAD's", fontsize=10)
-        ax.legend(fontsize=7)
-    else:
-        ax.set_visible(False)
-    for ax in axes:
-        ax.set_xticks(x)
-        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-        ax.grid(axis="y", alpha=0.3)
-        for k, c in enumerate(comps):
-            if c.bounds_active:
-                ax.get_xticklabels()[k].set_color("C3")
+    _body_ticks(axes, names, [c.bounds_active for c in comps])
     notes = []
     if any(c.determined and not all(c.determined.values()) for c in comps):
         notes.append("hatched: not fixed by the data by itself (regrouped or unseen): the estimator's choice, "
@@ -194,7 +167,44 @@ def bodies_figure(comps, base_changes=None) -> bytes:
         notes.append("red body name: a physical bound is active")
     if notes:
         fig.text(0.01, 0.005, ";  ".join(notes), fontsize=8, color="C3")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return _png(fig)
+
+
+def _body_ticks(axes, names, bounds):
+    x = np.arange(len(names))
+    for ax in axes:
+        ax.set_xticks(x)
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        for k, b in enumerate(bounds):
+            if b:
+                ax.get_xticklabels()[k].set_color("C3")
+
+
+def base_changes_figure(base_changes: dict) -> bytes:
+    """Per body, its base parameters (those led by one of its standard parameters) against
+    the CAD's: what the data do fix."""
+    plt = _plt()
+    names = list(base_changes)
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    labelled = set()
+    for k, b in enumerate(names):
+        pts = [p for p in base_changes[b] if math.isfinite(p[1])]
+        xs = k + (np.linspace(-0.25, 0.25, len(pts)) if len(pts) > 1 else np.zeros(len(pts)))
+        for xx, (_, change, good) in zip(xs, pts):
+            lab = "well determined" if good else "poorly determined"
+            ax.plot(xx, change, "o", color="C0" if good else "0.5", mfc="C0" if good else "none", ms=5 if good else 4,
+                    label=None if lab in labelled else lab)
+            labelled.add(lab)
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_ylim(-205, 205)
+    ax.set_ylabel("change from CAD [%]\n100 (id − CAD) / max(|id|, |CAD|)", fontsize=8)
+    ax.set_title("What the data fix: each body's base parameters against the CAD's", fontsize=10)
+    if labelled:
+        ax.legend(fontsize=7)
+    _body_ticks([ax], names, [None] * len(names))
+    fig.tight_layout()
     return _png(fig)
 
 
@@ -244,4 +254,4 @@ def validation_rms_figure(joints, units, series: dict) -> bytes:
 
 
 __all__ = ["friction_figure", "error_histogram_figure", "relative_std_figure", "bodies_figure",
-           "coverage_figure", "validation_rms_figure", "position_unit"]
+           "coverage_figure", "validation_rms_figure", "base_changes_figure", "position_unit"]
