@@ -41,8 +41,9 @@ def main() -> None:
         print(f"figure {name:<17} {time.perf_counter() - t:6.2f} s  {len(png) / 1024:7.0f} KiB")
     t = time.perf_counter()
     page = write_report(out)
+    npz = (out / "samples.npz").stat().st_size / 1024
     print(f"build (load + numbers) {t_build:.2f} s; whole page {time.perf_counter() - t:.2f} s; "
-          f"report.html {page.stat().st_size / 1024:.0f} KiB; samples.npz {(out / 'samples.npz').stat().st_size / 1024:.0f} KiB")
+          f"report.html {page.stat().st_size / 1024:.0f} KiB; samples.npz {npz:.0f} KiB")
     print("friction misfit per joint [%]: " + ", ".join(
         f"{f.joint} {f.misfit_percent:.2f}{'' if f.within_noise else ' (> noise)'}" for f in d.friction))
     print("error RMS / noise per joint: " + ", ".join(f"{h.joint} {h.ratio:.3f}" for h in d.histograms))

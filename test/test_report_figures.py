@@ -36,7 +36,7 @@ def test_friction_curve_is_the_identified_model():
 
 
 def test_friction_fit_subtracts_the_rigid_body_part_exactly():
-    qd, meas, pred, moving, (fc, fv, s), rigid, true_fr = _friction_data()
+    qd, meas, pred, moving, (fc, fv, s), rigid, _ = _friction_data()
     fit = F.friction_fit("j", qd, meas, pred, moving, fc, fv, s)
     np.testing.assert_allclose(fit.friction_effort, meas - rigid, atol=1e-12)
     np.testing.assert_allclose(fit.curve, F.friction_curve(fit.curve_qd, fc, fv, s))
@@ -168,11 +168,11 @@ def test_findings_read_recorded_warnings_and_see_the_numbers():
 
 
 def test_samples_round_trip_decimated(tmp_path):
-    n, N = 2, 10001
+    N = 10001
     t = np.linspace(0, 10, N)
     q = np.c_[np.sin(t), np.cos(t)]
     s = sample_set(t, q * 3, q * 2.9, np.abs(q) > 0.1, q, q, q, max_samples=3000)
-    assert decimation_stride(N, 3000) == 4 and s.n_samples == 2501 <= 3000
+    assert decimation_stride(N, 3000) == 4 and s.n_samples == 2501
     write_samples(tmp_path, ["a", "b"], ["N·m", "N"], {"lower": [-1, -2], "upper": [1, 2], "velocity": [3, 4],
                                                        "effort": [5, np.inf]}, {"identification": s})
     back = read_samples(tmp_path)
@@ -201,7 +201,7 @@ def test_a_regrouped_friction_term_is_left_out_not_drawn_wrong(tmp_path):
     from robot_ident.report.build import build
     from robot_ident.report.inputs import ReportInputs
     qd, meas, pred, moving, *_ = _friction_data(n=500)
-    two = lambda a: np.c_[a, a]   # noqa: E731
+    two = lambda a: np.c_[a, a]
     s = sample_set(np.arange(500) * 0.005, two(meas), two(pred), two(moving), two(qd), two(qd), two(qd))
     samples = Samples(("j1", "j2"), ("N·m", "N·m"), {k: np.array([-3.0, -3.0]) * (1 if k == "lower" else -1)
                                                       for k in ("lower", "upper", "velocity", "effort")},

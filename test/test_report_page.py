@@ -15,7 +15,6 @@ import yaml
 from robot_ident.cli import main
 from robot_ident.demos.serial_arm import DemoSetup, run_demo
 from robot_ident.io.samples import VALIDATION_FILE, read_samples, write_samples
-from robot_ident.report import figures as F
 from robot_ident.report.build import build
 from robot_ident.report.inputs import load_inputs
 
@@ -48,7 +47,7 @@ def test_demo_writes_a_self_contained_report(demo):
 
 
 def test_friction_figure_uses_the_result_and_recovers_the_simulated_friction(demo):
-    out, outcome = demo
+    out, _ = demo
     d = yaml.safe_load((out / "result.yaml").read_text())
     data = build(load_inputs(out))
     s = d["robot"]["friction_model"]["coulomb_velocity_scale"]
@@ -140,7 +139,8 @@ def test_recorded_warnings_bounds_and_trajectory_margins(demo, tmp_path, capsys)
     d["warnings"] = ["warning: joint elbow: slope 0.01 of measured on CAD effort (torque constant?)"]
     d["standard_parameters"]["bounds_active"] = {"elbow": ["mass_max"], "wrist_1": []}
     (res / "result.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
-    assert main(["report", "--result", str(res), "--trajectory", str(ROOT / "config" / "demo_arm_excitation.yaml")]) == 0
+    traj = ROOT / "config" / "demo_arm_excitation.yaml"
+    assert main(["report", "--result", str(res), "--trajectory", str(traj)]) == 0
     page = (res / "report.html").read_text(encoding="utf-8")
     top = page[: page.index("Summary")]
     assert "joint elbow: slope 0.01" in top and "physical bound(s) active (mass_max)" in top
@@ -167,7 +167,7 @@ def _chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                            "--no-first-run", "--disable-background-networking", "--disable-component-update",
                            "--disable-sync", f"--user-data-dir={tmp}", "--virtual-time-budget=10000", *extra, url],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=180, check=False)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

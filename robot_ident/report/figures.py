@@ -117,7 +117,7 @@ class ErrorHistogram:
 def error_histogram(joint: str, error, noise_std: float | None, unit: str = "N·m", bins: int = 40) -> ErrorHistogram:
     """Histogram of prediction errors (measured - predicted) with the counts expected from
     white noise of the given std over the same bins."""
-    from scipy.special import ndtr      # the normal CDF (scipy.stats takes seconds to import)
+    from scipy.special import ndtr  # the normal CDF (scipy.stats takes seconds to import)
     e = np.asarray(error, float)
     e = e[np.isfinite(e)]
     half = max(float(np.max(np.abs(e))) if e.size else 1.0, 4.0 * (noise_std or 0.0)) or 1.0
@@ -256,10 +256,12 @@ def determined_standard(base_reduction: dict, base_parameters: list, threshold: 
 
 def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list, bodies) -> dict | None:
     """What the data do determine, per body: for each base parameter whose leading standard
-    parameter is one of the body's inertial parameters, (index, symmetric change from the CAD's base value in %,
-    well determined?). The symmetric change 100 (id - cad) / max(|id|, |cad|) lies in
-    [-200, 200] and stays readable for products of inertia whose CAD value is ~0. The CAD's base values are the CAD standard parameters projected with the
-    result's own reduction. None when the CAD lacks a standard parameter of the layout."""
+    parameter is one of the body's inertial parameters, (index, symmetric change from the
+    CAD's base value in %, well determined?). The symmetric change
+    100 (id - cad) / max(|id|, |cad|) lies in [-200, 200] and stays readable for products of
+    inertia whose CAD value is ~0. The CAD's base values are the CAD standard parameters
+    projected with the result's own reduction. None when the CAD lacks a standard parameter
+    of the layout."""
     names = list(base_reduction["standard_names"])
     if any(n not in cad for n in names):
         return None

@@ -29,7 +29,7 @@ def _texts(items) -> list[str]:
             out.append(f"{who}: {msg}" if who and str(who) not in str(msg) else str(msg))
         elif w is not None:
             out.append(str(w))
-    return [t[len("warning: "):] if t.startswith("warning: ") else t for t in out]
+    return [t.removeprefix("warning: ") for t in out]
 
 
 def recorded_findings(result: dict | None, validation: dict | None) -> list[Finding]:

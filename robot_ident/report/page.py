@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import plots
 from .build import ReportData, build, comparison_rows, key_answers
-from .figures import position_unit, short_name, velocity_unit
+from .figures import position_unit, velocity_unit
 from .inputs import load_inputs
 
 STYLE = """
@@ -190,8 +190,8 @@ def bodies_html(d: ReportData) -> str:
 
 def excitation_html(d: ReportData) -> str:
     r = d.result or {}
-    parts = [f"<p>Condition number of the identification regressor: <b>{fmt(r.get('condition_number'))}</b> "
-             "(dimensionless; lower is better).</p>"] if r else []
+    parts = [(f"<p>Condition number of the identification regressor: <b>{fmt(r.get('condition_number'))}</b> "
+              "(dimensionless; lower is better).</p>")] if r else []
     if d.coverage:
         parts.append(img(plots.coverage_figure(d.coverage, fmt(r.get("condition_number"))), "coverage"))
         parts.append(table(["joint", "lower limit", "upper limit", "range used [% of limits]", "velocity limit",
@@ -273,7 +273,8 @@ def render(datas: list[ReportData]) -> str:
             [(q, u, x, y, _Raw(f"<span class='bad'>{fmt(c, 3)}</span>") if c is not None and abs(c) > 5 else c)
              for q, u, x, y, c in comparison_rows(a, b)], numeric_from=2))
         if a.validation_rows and b.validation_rows:
-            series = {f"{'AB'[i]}: {x.inputs.label}": [r["rms"] for r in x.validation_rows] for i, x in enumerate((a, b))}
+            series = {f"{'AB'[i]}: {x.inputs.label}": [r["rms"] for r in x.validation_rows]
+                      for i, x in enumerate((a, b))}
             parts.append(img(plots.validation_rms_figure(a.joints, a.units, series), "validation RMS A vs B"))
         parts.append("<div class='pair'>" + "".join(
             f"<div>{answers_html(x)}</div>" for x in (a, b)) + "</div>")
@@ -300,5 +301,3 @@ def write_report(folder, compare=None, trajectory=None, output=None) -> Path:
     out = Path(output) if output is not None else Path(folder) / "report.html"
     return atomic_write_text(out, render(datas))
 
-
-__all__ = ["write_report", "render", "short_name"]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .figures import position_unit, velocity_unit
+from .figures import velocity_unit
 
 DPI = 90
 
@@ -130,7 +130,7 @@ def bodies_figure(comps) -> bytes:
     names = [c.body for c in comps]
     x = np.arange(len(comps))
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
-    det = lambda key: [None if c.determined is None else c.determined[key] for c in comps]  # noqa: E731
+    det = lambda key: [None if c.determined is None else c.determined[key] for c in comps]
     m = np.array([c.mass for c in comps])
     ax = axes[0]
     ax.bar(x - 0.2, m[:, 0], 0.4, color="0.6", label="CAD")
@@ -252,6 +252,3 @@ def validation_rms_figure(joints, units, series: dict) -> bytes:
     fig.tight_layout()
     return _png(fig)
 
-
-__all__ = ["friction_figure", "error_histogram_figure", "relative_std_figure", "bodies_figure",
-           "coverage_figure", "validation_rms_figure", "base_changes_figure", "position_unit"]
