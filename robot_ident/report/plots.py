@@ -49,7 +49,8 @@ def friction_figure(fits, worst: str | None) -> bytes:
             at = np.interp(f.bin_centres, f.curve_qd, f.curve)
             ax.plot(f.bin_centres, at + f.bin_means, "k.", ms=5, label="binned mean")
         bad = f.joint == worst
-        ax.set_title(f"{f.joint}: misfit {f.misfit_percent:.1f} %" + ("  (worst)" if bad else "")
+        tag = ("  (worst)" if not f.within_noise else "  (largest, within noise)") if bad else ""
+        ax.set_title(f"{f.joint}: misfit {f.misfit_percent:.1f} %" + tag
                      + ("" if f.within_noise else "  > noise"), fontsize=9, color="C3" if bad else "k",
                      fontweight="bold" if bad else "normal")
         ax.set_xlabel(f"velocity [{velocity_unit(f.unit)}]", fontsize=8)
