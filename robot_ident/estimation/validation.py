@@ -13,6 +13,7 @@ import numpy as np
 from ..data.signals import ProcessedData
 from ..errors import SignalError
 from ..model.robot import RobotModel
+from ..model.transmission import dead_band_rows
 
 
 @dataclass
@@ -70,5 +71,5 @@ def validate(result, model: RobotModel, data: ProcessedData, moving_threshold: f
     """Validate an identification result on held-out processed data (outside the
     friction dead band when `moving_threshold` is given)."""
     predicted = result.predict(model, data.q, data.qd, data.qdd)
-    mask = None if moving_threshold is None else data.moving_mask(moving_threshold, reversal_guard_s)
+    mask = None if moving_threshold is None else dead_band_rows(model, data, moving_threshold, reversal_guard_s)
     return rms_report(data.t, data.effort_raw, predicted, data.joint_names, mask, noise_std, moving_threshold)

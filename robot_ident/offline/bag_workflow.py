@@ -26,6 +26,7 @@ from ..io.result_folder import write_result_folder
 from ..io.results import load_result
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
+from ..model.transmission import dead_band_rows
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -71,15 +72,17 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, transmission=cad.transmission,
+                           nominal=RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission))
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
     with progress.stage("write bag"):
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed)
-        true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
-        names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
+        ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
+        true_theta = arm.true_parameters(ordered)
+        names = ordered.layout.names
         truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
@@ -163,7 +166,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
+                       transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
     parts, _ = read_processed(bag, cfg, icfg.settings, progress)
@@ -174,7 +178,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, dead_band_rows(model, data, thr, guard),
                             noise_std=sigma, moving_threshold=thr)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},

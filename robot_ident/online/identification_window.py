@@ -192,7 +192,7 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     settings = icfg.settings
     sync = synchronise(states, currents, cfg.joints, options=cfg.sync, effort_field=cfg.effort_field,
                        meta={"source": "robot_ident identification_node"})
-    acts = cfg.actuators.for_joints(cfg.joints)
+    acts = cfg.drive.for_joints(cfg.joints)
     sync = SyncResult([acts.apply(seg) for seg in sync.segments], sync.report)
     parts, summary = process_segments(sync, cfg.joints, settings)
     ident_data, valid_data = split_holdout(parts, holdout)
