@@ -8,7 +8,8 @@ sensors and its controller -- 20 Hz was right for one arm and 10 Hz for another.
 
 `choose_cutoff` decides it by cross-validation on the identification data itself:
 for each candidate cutoff the recordings are processed, an ordinary least-squares model is
-identified from 4 of every 5 blocks of ``block_s`` seconds, and the RMS against the
+identified from 4 of every 5 blocks of ``block_s`` seconds (shorter when the data
+are short: at least 10 blocks), and the RMS against the
 *raw* measured effort is taken on the 5th blocks. All candidates are scored on the
 same samples (the dead band of the lowest candidate, which is the widest), so a
 longer reversal guard cannot flatter a low cutoff. The score is the mean over joints
@@ -89,6 +90,9 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
         raise SignalError("every segment is too short to choose the filter cutoff")
     # Blocks of block_s seconds, every `folds`-th one scores.
     first = [processed[cands[0]][k] for k in usable]
+    # at least 2 * folds blocks in all, so that every fold has samples
+    total_s = sum(float(p.t[-1] - p.t[0]) for p in first)
+    block_s = min(block_s, total_s / (2 * folds))
     fold_of = []
     count = 0
     for p in first:

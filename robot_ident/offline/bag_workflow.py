@@ -179,7 +179,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
         report = rms_report(data.t, data.effort_raw, pred, model.joint_names, dead_band_rows(model, data, thr, guard),
-                            noise_std=sigma, moving_threshold=thr)
+                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
@@ -189,10 +189,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
-    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{ratio_label:>12}{'samples':>9}"]
+    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{'NRMS':>9}{ratio_label:>12}{'samples':>9}"]
     for k, j in enumerate(report.joint_names):
         ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
-        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{ratio:>12}"
+        nrms = (f"{100 * report.nrms[k]:.2f}%" + ("r" if report.nrms_reference[k] == "effort_range" else " ")
+                if report.nrms is not None else "-")
+        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{nrms:>9}{ratio:>12}"
                      f"{report.n_samples[k]:>9d}")
+    if report.nrms is not None:
+        lines.append("NRMS: RMS over the URDF effort limit (r: over the measured effort range, no limit in the URDF)")
     return "\n".join(lines)
 

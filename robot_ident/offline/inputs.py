@@ -131,18 +131,24 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                               + "; ".join(skipped or [x.summary for x in ident_inputs]) + ")")
         flags = holdout_flags(parts, holdout)
 
-    base = None
+    base = choice = None
     cutoff_note = f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"
     if auto:
         from ..estimation.auto_cutoff import choose_cutoff
         with progress.stage("choose cutoff"):
             base = base_parameters(model, settings)
             recs = [seg for seg, p in pairs if p is not None]     # aligned with parts and flags
-            choice = choose_cutoff(model, recs, settings, base=base, allowed=[~f for f in flags])
-        settings = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
-        cutoff_note = choice.summary()
-        with progress.stage("process"):
-            parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
+            try:
+                choice = choose_cutoff(model, recs, settings, base=base, allowed=[~f for f in flags])
+            except SignalError as exc:
+                choice = None
+                cutoff_note = (f"filter cutoff {settings.filter.cutoff_hz:g} Hz (default): it could not be "
+                               f"chosen from the data: {exc}")
+        if choice is not None:
+            settings = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
+            cutoff_note = choice.summary()
+            with progress.stage("process"):
+                parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
 
     ident_pieces, valid_pieces = split_by_flags(parts, flags)
     vpairs, vskipped = _process_all(valid_inputs, settings.filter)
@@ -171,7 +177,8 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         extra = {"source": {"inputs": [str(p) for p in inputs], "validation_inputs": [str(p) for p in validate_inputs],
                             "config": str(config_path), "holdout": holdout.describe(),
                             "filter_cutoff_hz": float(settings.filter.cutoff_hz),
-                            "filter_cutoff_chosen_from_data": bool(auto), "filter_cutoff_note": cutoff_note,
+                            "filter_cutoff_chosen_from_data": bool(auto and choice is not None),
+                            "filter_cutoff_note": cutoff_note,
                             "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)}}
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
     return InputsOutcome(model, result, validation, out, summary, float(settings.filter.cutoff_hz), cutoff_note,
