@@ -90,27 +90,31 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
         raise SignalError("every segment is too short to choose the filter cutoff")
     # Blocks of block_s seconds, every `folds`-th one scores.
     first = [processed[cands[0]][k] for k in usable]
-    # at least 2 * folds blocks in all, so that every fold has samples
-    total_s = sum(float(p.t[-1] - p.t[0]) for p in first)
-    block_s = min(block_s, total_s / (2 * folds))
+    ok_parts = [np.ones(p.n_samples, bool) if allowed is None else allowed[k] for p, k in zip(first, usable)]
+    if any(a.shape != (p.n_samples,) for a, p in zip(ok_parts, first)):
+        raise SignalError("cutoff choice: the allowed-sample masks do not match the processed samples")
+    ok = np.concatenate(ok_parts)
+    # Blocks of the allowed samples only (so that the folds never coincide with a hold-out),
+    # at least 2 * folds of them in all; every `folds`-th block scores.
+    total_s = sum(float(a.sum()) / max(p.n_samples, 1) * float(p.t[-1] - p.t[0]) for a, p in zip(ok_parts, first))
+    block_s = min(block_s, total_s / (2 * folds)) if total_s > 0 else block_s
     fold_of = []
     count = 0
-    for p in first:
-        b = np.floor((p.t - p.t[0]) / block_s).astype(int)
-        ids = np.unique(b, return_inverse=True)[1] + count
-        count = int(ids.max()) + 1
-        fold_of.append(ids % folds)
+    for a, p in zip(ok_parts, first):
+        f = np.full(p.n_samples, -1)
+        if a.any():
+            b = np.floor((p.t - p.t[0]) / block_s).astype(int)
+            ids = np.unique(b[a], return_inverse=True)[1] + count
+            count = int(ids.max()) + 1
+            f[a] = ids % folds
+        fold_of.append(f)
     fold = np.concatenate(fold_of)
     test = fold == folds - 1
-    ok = (np.ones(fold.size, bool) if allowed is None
-          else np.concatenate([allowed[k] for k in usable]))
-    if ok.size != fold.size:
-        raise SignalError("cutoff choice: the allowed-sample masks do not match the processed samples")
-    if not test.any() or test.all():
-        raise SignalError(f"the recordings ({sum(p.n_samples for p in first)} samples) are too short to "
+    if not test.any() or not (ok & ~test).any():
+        raise SignalError(f"the recordings ({int(ok.sum())} usable samples) are too short to "
                           f"cross-validate the filter cutoff in {block_s:g} s blocks")
     ref = concatenate(first)
-    mask = dead_band_rows(model, ref, settings.moving_threshold, 1.0 / cands[0]) & (test & ok)[:, None]
+    mask = dead_band_rows(model, ref, settings.moving_threshold, 1.0 / cands[0]) & test[:, None]
     if not mask.any(axis=0).all():
         raise SignalError("too few moving samples to cross-validate the filter cutoff")
 

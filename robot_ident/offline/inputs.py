@@ -46,6 +46,9 @@ class InputsOutcome:
     cutoff_hz: float
     cutoff_note: str
     inputs: list[LoadedInput] = field(default_factory=list)
+    settings: object = None                   # the IdentificationSettings used (cutoff included)
+    ident_data: ProcessedData | None = None
+    valid_data: ProcessedData | None = None
 
 
 def _is_table(path) -> bool:
@@ -182,7 +185,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                             "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)}}
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
     return InputsOutcome(model, result, validation, out, summary, float(settings.filter.cutoff_hz), cutoff_note,
-                         list(loaded))
+                         list(loaded), settings, ident_data, valid_data)
 
 
 def identify_arrays(model: RobotModel, t, q, effort, qd=None, *, settings=None, holdout: Holdout | None = None,
