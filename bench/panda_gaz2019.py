@@ -100,6 +100,16 @@ def cad_rms(outcome) -> np.ndarray:
     return rms_report(vd.t, vd.effort_raw, pred, vd.joint_names, mask).rms
 
 
+def effort_noise_std(rbt_log, cutoff_hz: float = 50.0) -> np.ndarray:
+    """A sensor-noise estimate per joint: the RMS of the raw torque minus its zero-phase
+    low-pass at `cutoff_hz` (what the rigid-body model cannot be asked to predict)."""
+    from robot_ident.data.signals import lowpass
+    log = load_log(rbt_log)
+    fs = 1.0 / float(np.median(np.diff(log["time"])))
+    e = log["effort"]
+    return np.sqrt(np.mean((e - lowpass(e, fs, cutoff_hz, 4)) ** 2, axis=0))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rbt_log", nargs="?", default=os.environ.get("ROBOT_IDENT_PANDA_LOG"))
@@ -111,14 +121,17 @@ def main() -> None:
     outcomes, work = run(args.rbt_log, args.methods, args.cutoff)
     first = next(iter(outcomes.values()))
     print(first.summary)
+    noise = effort_noise_std(args.rbt_log)
+    print("torque sensor noise estimate (RMS above 50 Hz): " + ", ".join(f"{x:.3f}" for x in noise))
     print()
     for m, o in outcomes.items():
         v = o.validation
         print(f"method {m}: cutoff {o.cutoff_hz:g} Hz, {o.result.n_samples} identification samples, "
               f"condition number {o.result.condition_number:.1f}, wall {o.result.extra['wall_s']:.1f} s")
-        print(f"{'joint':<14}{'held-out RMS':>13}{'in-sample':>11}{'NRMS':>8}{'rel. RMS':>10}{'samples':>9}")
+        print(f"{'joint':<14}{'held-out RMS':>13}{'in-sample':>11}{'/noise':>8}{'NRMS':>8}{'rel. RMS':>10}"
+              f"{'samples':>9}")
         for k, j in enumerate(v.joint_names):
-            print(f"{j:<14}{v.rms[k]:>13.4f}{o.result.extra['raw_residual_rms'][j]:>11.4f}"
+            print(f"{j:<14}{v.rms[k]:>13.4f}{o.result.extra['raw_residual_rms'][j]:>11.4f}{v.rms[k] / noise[k]:>8.2f}"
                   f"{100 * v.nrms[k]:>7.2f}%{100 * v.relative_rms[k]:>9.1f}%{v.n_samples[k]:>9d}")
         print("CAD model held-out RMS:  " + ", ".join(f"{x:.3f}" for x in cad_rms(o)))
         print()
