@@ -212,6 +212,10 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3):
     doc = yaml.safe_load((out / "result.yaml").read_text())
     assert doc["source"]["inputs"] == [str(a), str(b)] and doc["source"]["validation_inputs"] == [str(c)]
     assert doc["source"]["filter_cutoff_hz"] == 10.0 and not doc["source"]["filter_cutoff_chosen_from_data"]
+    # `validate` reads a table too
+    r = run_cli("validate", "--bag", c, "--result", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "nrms" in yaml.safe_load((out / "validation.yaml").read_text())["joints"]["elbow"]
     # a window hold-out, with the cutoff left to the data (no cutoff_hz in the config)
     auto_cfg = tmp_path / "auto.yaml"
     auto_cfg.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": {

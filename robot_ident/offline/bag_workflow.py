@@ -96,7 +96,11 @@ def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[Process
     from ..data.bag import read_recordings_from_config
 
     with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
+        if Path(bag).suffix.lower() in (".csv", ".npz"):      # a table (data/table.py)
+            from ..data.table import read_table_from_config
+            sync = read_table_from_config(bag, cfg)
+        else:
+            sync = read_recordings_from_config(bag, cfg)
     with progress.stage("process"):
         try:
             return process_segments(sync, cfg.joints, settings)
