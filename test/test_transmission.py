@@ -45,6 +45,8 @@ def test_joint_from_motor_is_the_inverse_and_errors_name_the_group():
     g = CoupledGroup.from_dict("w", {"joints": ["a", "b", "c"], "joint_from_motor": C.tolist()})
     np.testing.assert_allclose(g.motor_from_joint, WRIST_M, atol=1e-12)
     assert g.motors == ("w_m1", "w_m2", "w_m3")
+    flat = CoupledGroup.from_dict("w", {"joints": ["a", "b", "c"], "motor_from_joint": WRIST_M.ravel().tolist()})
+    np.testing.assert_allclose(flat.motor_from_joint, WRIST_M)
     with pytest.raises(ConfigError, match="transmission 'w'.*singular"):
         CoupledGroup.from_dict("w", {"joints": ["a", "b"], "motor_from_joint": [[1, 1], [1, 1]]})
     with pytest.raises(ConfigError, match="exactly one"):

@@ -79,7 +79,8 @@ class CoupledGroup:
     @classmethod
     def from_dict(cls, name: str, entry: Mapping) -> "CoupledGroup":
         """``{joints: [j5, j6], motors: [m5, m6], motor_from_joint: [[1, 0], [-1, 1]]}``
-        (or ``joint_from_motor``); motors default to ``<name>_m1 .. <name>_mK``."""
+        (or ``joint_from_motor``; a flat row-major list of K*K numbers is accepted too, as
+        ROS 2 parameters cannot hold nested lists); motors default to ``<name>_m1 .. <name>_mK``."""
         where = f"transmission {name!r}"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}: expected a mapping with joints and a coupling matrix, got {entry!r}")
@@ -101,6 +102,9 @@ class CoupledGroup:
             mat = np.array(entry[key], dtype=float)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: {key} must be a matrix of numbers (list of rows), got {entry[key]!r}") from None
+        if mat.ndim == 1 and mat.size == len(joints) ** 2:
+            # row-major flat list: ROS 2 parameters cannot hold nested lists
+            mat = mat.reshape(len(joints), len(joints))
         if mat.ndim != 2 or mat.shape[0] != mat.shape[1] or mat.shape[0] != len(joints):
             raise ConfigError(f"{where}: {key} must be {len(joints)}x{len(joints)} "
                               f"(joints {', '.join(joints)}), got shape {mat.shape}")
