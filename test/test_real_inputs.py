@@ -196,7 +196,7 @@ def run_cli(*args):
                           text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
-def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3):
+def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3, monkeypatch):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": {
         "joints": list(JOINTS3), "current_source": "effort",
@@ -226,6 +226,14 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3):
     assert "held out: samples 2-4 s" in r.stdout and "chosen from the data" in r.stdout
     doc = yaml.safe_load((tmp_path / "res2" / "result.yaml").read_text())
     assert doc["source"]["filter_cutoff_chosen_from_data"]
+    # `validate` filters with the cutoff the identification chose, not the 20 Hz default
+    import robot_ident.offline.bag_workflow as bw
+    seen = []
+    real = bw.read_processed
+    monkeypatch.setattr(bw, "read_processed", lambda path, cfg, settings, progress: (
+        seen.append(settings.filter.cutoff_hz) or real(path, cfg, settings, progress)))
+    bw.validate_bag(c, tmp_path / "res2")
+    assert seen == [doc["source"]["filter_cutoff_hz"]]
     assert 100 < doc["validation"]["joints"]["shoulder_pan"]["samples"] <= 401    # 2 s at 200 Hz
     assert "nrms" in doc["validation"]["joints"]["shoulder_pan"]
     for bad, fragment in ((["--holdout-window", "4"], "T0:T1"), (["--holdout", "0.2", "--holdout-every", "3"],

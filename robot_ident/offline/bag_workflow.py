@@ -174,7 +174,12 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
                        transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
-    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+    vsettings = icfg.settings
+    chosen = (d.get("source") or {}).get("filter_cutoff_hz")
+    if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
+        from dataclasses import replace
+        vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    parts, _ = read_processed(bag, cfg, vsettings, progress)
     data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
