@@ -220,3 +220,56 @@ def test_excitation_design_state_jacobian_with_a_coupling(demo_urdf):
         e[i] = h
         num = (model.regressor(q, qd + e, qdd) - model.regressor(q, qd - e, qdd)).reshape(3, model.n, -1) / (2 * h)
         np.testing.assert_allclose(dY[:, model.n + i], num, atol=1e-4 * max(1.0, np.abs(num).max()))
+
+
+def test_cli_simulate_identify_validate_with_a_coupled_wrist(tmp_path, demo_urdf):
+    """The config's `transmissions` reach every step of the command line: `simulate` (MuJoCo
+    tendon motors, currents through M^-T), `identify` (motor-side model, currents through M^T)
+    and `validate`."""
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import ROOT
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+
+    cad = RobotModel(demo_urdf)
+    lim = cad.limits
+    for k, name in ((8, "ident"), (9, "valid")):
+        tr = FourierTrajectory.random_within_limits(cad.joint_names, lim.lower, lim.upper, lim.velocity,
+                                                    np.array([6.0, 6, 8, 10, 10, 10]), wf=0.2 * np.pi,
+                                                    harmonics=5, margin=0.1, seed=k)
+        save_trajectory(tmp_path / f"{name}.yaml", TrajectoryFile(tr))
+    doc = yaml.safe_load((ROOT / "config" / "demo_arm.yaml").read_text())
+    p = next(iter(doc.values()))["ros__parameters"]
+    p["transmissions"] = {"wrist": {"joints": ["wrist_1", "wrist_2", "wrist_3"], "motors": ["m4", "m5", "m6"],
+                                    "motor_from_joint": WRIST_M.tolist()}}
+    sim = p["simulation"]["joints"]
+    for j, m in zip(["wrist_1", "wrist_2", "wrist_3"], ["m4", "m5", "m6"]):
+        sim[m] = sim.pop(j)
+    p["simulation"]["effort_noise"] = 0.03
+    p["identification"]["method"] = "wls"
+    cfg = tmp_path / "coupled.yaml"
+    cfg.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def cli(*args):
+        r = subprocess.run([sys.executable, "-m", "robot_ident.cli", *map(str, args)], capture_output=True, text=True,
+                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert r.returncode == 0, r.stderr
+        return r
+
+    cli("simulate", "--urdf", demo_urdf, "--config", cfg, "--trajectory", tmp_path / "ident.yaml",
+        "--output", tmp_path / "b1", "--quiet")
+    cli("simulate", "--urdf", demo_urdf, "--config", cfg, "--trajectory", tmp_path / "valid.yaml",
+        "--output", tmp_path / "b2", "--quiet")
+    cli("identify", "--bag", tmp_path / "b1", "--validate-bag", tmp_path / "b2", "--urdf", demo_urdf,
+        "--config", cfg, "--output", tmp_path / "res", "--quiet", "--no-plots")
+    res = yaml.safe_load((tmp_path / "res" / "result.yaml").read_text())
+    assert res["robot"]["transmissions"]["wrist"]["motors"] == ["m4", "m5", "m6"]
+    truth = yaml.safe_load((tmp_path / "b2" / "robot_ident_truth.yaml").read_text())
+    noise = np.array([truth["effort_noise_std"][j] for j in cad.joint_names])
+    rms = np.array([res["validation"]["joints"][j]["rms"] for j in cad.joint_names])
+    assert np.all(rms / noise < 1.1), rms / noise
+    cli("validate", "--bag", tmp_path / "b2", "--result", tmp_path / "res", "--quiet")
+    val = yaml.safe_load((tmp_path / "res" / "validation.yaml").read_text())
+    np.testing.assert_allclose([val["joints"][j]["rms"] for j in cad.joint_names], rms, rtol=1e-6)
