@@ -244,3 +244,35 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3, monke
         assert r.returncode == 2 and fragment in r.stderr and r.stderr.count("\n") == 1, r.stderr
     r = run_cli("identify", "--urdf", demo_urdf, "--config", cfg, "--output", tmp_path / "res4")
     assert r.returncode == 2 and "--bag PATH or --table PATH" in r.stderr
+
+
+def test_node_and_command_line_choose_the_same_cutoff(tmp_path, demo_urdf):
+    """No cutoff in the config: the identification node (identify_streams) and `identify`
+    (identify_inputs) both cross-validate it on the samples the hold-out leaves, and agree."""
+    from robot_ident.data.bag import read_streams
+    from robot_ident.excitation import FourierTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from robot_ident.io.config import load_config
+    from robot_ident.offline.bag_workflow import simulate_to_bag
+    from robot_ident.offline.inputs import identify_inputs
+    from robot_ident.online.identification_window import identify_streams
+
+    doc = yaml.safe_load((ROOT / "config" / "demo_arm.yaml").read_text())
+    p = next(iter(doc.values()))["ros__parameters"]
+    p["identification"]["method"] = "wls"
+    del p["identification"]["filter"]["cutoff_hz"]
+    cfg_path = tmp_path / "auto.yaml"
+    cfg_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    m = RobotModel(demo_urdf)
+    tr = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                np.array([6.0, 6, 8, 10, 10, 10]), seed=5)
+    save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
+    simulate_to_bag(demo_urdf, cfg_path, tmp_path / "t.yaml", tmp_path / "bag")
+    cfg = load_config(cfg_path)
+    streams = read_streams(tmp_path / "bag", {cfg.joint_states_topic: ("joint_state", None),
+                                              cfg.current_topic: (cfg.current_kind, cfg.current_interface)})
+    node = identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, demo_urdf)
+    cli = identify_inputs([tmp_path / "bag"], demo_urdf, cfg_path, tmp_path / "res", plots=False)
+    assert "chosen from the data" in node.sync_summary and "chosen from the data" in cli.cutoff_note
+    assert f"filter cutoff {cli.cutoff_hz:g} Hz chosen" in node.sync_summary
+    np.testing.assert_allclose(node.result.values, cli.result.values, rtol=1e-9, atol=1e-12)

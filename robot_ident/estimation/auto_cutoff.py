@@ -138,3 +138,32 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
     if not math.isfinite(scores[best]):
         raise SignalError("no cutoff candidate gave an identification; set identification.filter.cutoff_hz")
     return CutoffChoice(cands[best], cands, tuple(scores), tuple(rms_all))
+
+
+# ------------------------------------------------------------------ config glue
+def strip_auto_cutoff(section, cutoff_hz: float | None = None, force_auto: bool = False) -> tuple[dict, bool]:
+    """The `identification:` section ready for `pipeline.identification_config`, and whether
+    the cutoff is to be chosen from the data: it is when the section's
+    ``filter.cutoff_hz`` is absent or ``auto`` (or `force_auto`), unless `cutoff_hz` is given."""
+    section = dict(section or {})
+    filt = dict(section.get("filter") or {})
+    auto = cutoff_hz is None and (force_auto or filt.get("cutoff_hz", "auto") == "auto")
+    if cutoff_hz is not None:
+        filt["cutoff_hz"] = float(cutoff_hz)
+    elif auto:
+        filt.pop("cutoff_hz", None)
+    section["filter"] = filt
+    return section, auto
+
+
+def settings_with_data_cutoff(model, recordings: Sequence[Recording], settings, allowed=None, base=None):
+    """(settings with the cross-validated cutoff, a one-line note, the `CutoffChoice` or None).
+    When the data cannot decide (too short, too few moving samples) the settings are
+    returned unchanged and the note says why."""
+    try:
+        choice = choose_cutoff(model, recordings, settings, base=base, allowed=allowed)
+    except SignalError as exc:
+        return settings, (f"filter cutoff {settings.filter.cutoff_hz:g} Hz (default): it could not be chosen "
+                          f"from the data: {exc}"), None
+    new = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
+    return new, choice.summary(), choice

@@ -21,6 +21,7 @@ from ..data.signals import ProcessedData, Recording, concatenate, process
 from ..data.table import TABLE_SUFFIXES
 from ..errors import ConfigError, SignalError
 from ..estimation import IdentificationResult
+from ..estimation.auto_cutoff import settings_with_data_cutoff, strip_auto_cutoff
 from ..estimation.pipeline import base_parameters, identification_config, identify, load_model, validate_result
 from ..estimation.validation import ValidationReport
 from ..io.result_folder import write_result_folder
@@ -107,13 +108,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     section = dict(cfg.section("identification"))
     if method is not None:
         section["method"] = method
-    filt_sec = dict(section.get("filter") or {})
-    auto = cutoff_hz is None and (force_auto_cutoff or filt_sec.get("cutoff_hz", "auto") == "auto")
-    if cutoff_hz is not None:
-        filt_sec["cutoff_hz"] = float(cutoff_hz)
-    elif auto:
-        filt_sec.pop("cutoff_hz", None)
-    section["filter"] = filt_sec
+    section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
     icfg = identification_config(section)
     if holdout is None:
         holdout = Holdout() if validate_inputs else Holdout(fraction=icfg.holdout)
@@ -137,19 +132,12 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     base = choice = None
     cutoff_note = f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"
     if auto:
-        from ..estimation.auto_cutoff import choose_cutoff
         with progress.stage("choose cutoff"):
             base = base_parameters(model, settings)
             recs = [seg for seg, p in pairs if p is not None]     # aligned with parts and flags
-            try:
-                choice = choose_cutoff(model, recs, settings, base=base, allowed=[~f for f in flags])
-            except SignalError as exc:
-                choice = None
-                cutoff_note = (f"filter cutoff {settings.filter.cutoff_hz:g} Hz (default): it could not be "
-                               f"chosen from the data: {exc}")
+            settings, cutoff_note, choice = settings_with_data_cutoff(model, recs, settings,
+                                                                      [~f for f in flags], base)
         if choice is not None:
-            settings = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
-            cutoff_note = choice.summary()
             with progress.stage("process"):
                 parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
 
