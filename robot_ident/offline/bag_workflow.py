@@ -27,6 +27,7 @@ from ..io.results import load_result
 from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
+from ..model.transmission import dead_band_rows
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -72,15 +73,17 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, transmission=cad.transmission,
+                           nominal=RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission))
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
     with progress.stage("write bag"):
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed)
-        true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
-        names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
+        ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
+        true_theta = arm.true_parameters(ordered)
+        names = ordered.layout.names
         truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
@@ -94,7 +97,11 @@ def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[Process
     from ..data.bag import read_recordings_from_config
 
     with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
+        if Path(bag).suffix.lower() in (".csv", ".npz"):      # a table (data/table.py)
+            from ..data.table import read_table_from_config
+            sync = read_table_from_config(bag, cfg)
+        else:
+            sync = read_recordings_from_config(bag, cfg)
     with progress.stage("process"):
         try:
             return process_segments(sync, cfg.joints, settings)
@@ -165,10 +172,16 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
+                       transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
-    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+    vsettings = icfg.settings
+    chosen = (d.get("source") or {}).get("filter_cutoff_hz")
+    if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
+        from dataclasses import replace
+        vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    parts, _ = read_processed(bag, cfg, vsettings, progress)
     data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
@@ -176,9 +189,9 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        moving = data.moving_mask(thr, guard)
+        moving = dead_band_rows(model, data, thr, guard)
         report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
-                            noise_std=sigma, moving_threshold=thr)
+                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
     write_validation_samples(rdir, model, data, pred, moving)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
@@ -189,10 +202,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
-    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{ratio_label:>12}{'samples':>9}"]
+    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{'NRMS':>9}{ratio_label:>12}{'samples':>9}"]
     for k, j in enumerate(report.joint_names):
         ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
-        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{ratio:>12}"
+        nrms = (f"{100 * report.nrms[k]:.2f}%" + ("r" if report.nrms_reference[k] == "effort_range" else " ")
+                if report.nrms is not None else "-")
+        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{nrms:>9}{ratio:>12}"
                      f"{report.n_samples[k]:>9d}")
+    if report.nrms is not None:
+        lines.append("NRMS: RMS over the URDF effort limit (r: over the measured effort range, no limit in the URDF)")
     return "\n".join(lines)
 
