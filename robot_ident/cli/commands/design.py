@@ -24,6 +24,9 @@ def add_parser(sub):
     p.add_argument("--max-evals", type=int, help="optimiser evaluation budget")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--node", default="robot_ident", help="node section of the config (default: %(default)s)")
+    p.add_argument("--payload", action="store_true",
+                   help="excitation for payload identification: only the config's payload.joints move (default: "
+                        "the last three), the others are held at payload.pose; criterion on the payload's columns")
     p.set_defaults(func=run)
     return p
 
@@ -44,6 +47,9 @@ def run(args) -> int:
         raise ConfigError(f"--time-limit must be positive, got {args.time_limit}")
     if args.max_evals is not None and args.max_evals <= 0:
         raise ConfigError(f"--max-evals must be positive, got {args.max_evals}")
+    if args.payload:
+        from ._payload import run_design
+        return run_design(args, cfg, joints)
     model = RobotModel(args.urdf, joints)
     missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
     if missing:

@@ -13,19 +13,32 @@ def add_parser(sub):
                                    "tail and writes DIR/result.yaml, DIR/identified.urdf (physically consistent "
                                    "methods) and plots.")
     p.add_argument("--bag", required=True, help="rosbag2 folder (sqlite3 or mcap)")
-    p.add_argument("--urdf", required=True, help="robot URDF (CAD values are the prior and the fallback)")
+    p.add_argument("--urdf", help="robot URDF (CAD values are the prior and the fallback); required unless "
+                                  "--payload --result")
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML")
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", choices=sorted(ESTIMATORS), default=None,
                    help="estimator (default: identification.method of the config, else wls)")
     p.add_argument("--holdout", type=float, default=None,
                    help="fraction of the recording's end kept for validation (default: config, else 0.2)")
+    p.add_argument("--payload", action="store_true",
+                   help="identify a payload on the config's payload.frame with the arm known (--result or --urdf)")
+    p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
+    p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
+    p.add_argument("--refit-friction", action="store_true",
+                   help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    if args.payload:
+        from ._payload import run_identify
+        return run_identify(args)
+    if args.urdf is None:
+        from ...errors import ConfigError
+        raise ConfigError("--urdf is required (except with --payload --result)")
     o = identify_bag(args.bag, args.urdf, args.config, args.output, args.method, args.holdout,
                      Progress(quiet=args.quiet), plots=not args.no_plots)
     r = o.result
