@@ -64,7 +64,7 @@ class PayloadModel:
             raise ModelError(f"payload frame {frame!r} is not a link of URDF {model.urdf_label}; "
                              f"links: {', '.join(links)}")
         f = pm.frames[pm.getFrameId(frame, pin.FrameType.BODY)]
-        parent = int(getattr(f, "parentJoint", getattr(f, "parent", 0)))
+        parent = int(f.parentJoint if hasattr(f, "parentJoint") else f.parent)
         if parent == 0:
             raise ModelError(f"payload frame {frame!r} is not moved by any identified joint "
                              f"({', '.join(model.joint_names)})")
