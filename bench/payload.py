@@ -37,7 +37,24 @@ def tool(mass=2.0, com=(0.012, -0.018, 0.065), box=(0.10, 0.08, 0.14), rpy=(0.3,
     return pin.Inertia(mass, np.array(com), R @ Ibox @ R.T).toDynamicParameters()
 
 
-def run(workdir: Path, seed: int, repetitions: int, design_time: float, quiet=True) -> dict:
+def identify_arm(workdir: Path, cfg: Path, seed: int) -> Path:
+    """The arm without the tool identified first (6 joints, 20 s, physical): the result folder."""
+    from robot_ident.excitation import FourierTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from robot_ident.model.robot import RobotModel
+
+    m = RobotModel(str(URDF))
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.array([6.0, 6, 8, 10, 10, 10]), seed=seed + 3)
+    save_trajectory(workdir / "arm.yaml", TrajectoryFile(traj))
+    assert cli(["simulate", "--urdf", str(URDF), "--config", str(cfg), "--trajectory", str(workdir / "arm.yaml"),
+                "--output", str(workdir / "arm_bag"), "--repetitions", "2", "--quiet"]) == 0
+    assert cli(["identify", "--bag", str(workdir / "arm_bag"), "--urdf", str(URDF), "--config", str(cfg),
+                "--output", str(workdir / "arm"), "--no-plots", "--quiet"]) == 0
+    return workdir / "arm"
+
+
+def run(workdir: Path, seed: int, repetitions: int, design_time: float, quiet=True, arm: str = "urdf") -> dict:
     truth = tool()
     truth_urdf = workdir / "truth.urdf"
     truth_urdf.write_text(add_payload_link(URDF.read_text(), "tool0", truth, "tool"))
@@ -55,16 +72,24 @@ def run(workdir: Path, seed: int, repetitions: int, design_time: float, quiet=Tr
                 "--output", str(bag), "--repetitions", str(repetitions)] + q) == 0
     t2 = time.perf_counter()
     out = workdir / "payload"
-    assert cli(["identify", "--payload", "--bag", str(bag), "--urdf", str(URDF), "--config", str(cfg),
-                "--output", str(out)] + q) == 0
+    known = ["--urdf", str(URDF)] if arm == "urdf" else ["--result", str(identify_arm(workdir, cfg, seed))]
+    t2 = time.perf_counter()
+    assert cli(["identify", "--payload", "--bag", str(bag), "--config", str(cfg), "--output", str(out)]
+               + known + q) == 0
     t3 = time.perf_counter()
     import yaml
+
+    from robot_ident.excitation.trajectory_file import load_trajectory
     d = yaml.safe_load((out / "payload.yaml").read_text())["payload"]
     c_true = truth[1:4] / truth[0]
     return {"seed": seed, "mass_err_pct": 100 * abs(d["mass"] - truth[0]) / truth[0],
             "com_err_mm": 1e3 * float(np.linalg.norm(np.array(d["com"]) - c_true)),
             "determined": len(d["determined"]), "well": 10 - len(d["poorly_determined"]) - len(d["not_determined"]),
-            "design_s": t1 - t0, "simulate_s": t2 - t1, "identify_s": t3 - t2, "motion_s": None}
+            "inertia_err_pct": 100 * float(np.max(np.abs(np.array([p["value"] for p in d["parameters"]])[4:]
+                                                          - truth[4:]))) / float(np.max(np.abs(truth[4:]))),
+            "design_s": t1 - t0, "simulate_s": t2 - t1, "identify_s": t3 - t2,
+            "motion_s": float(yaml.safe_load((bag / "robot_ident_truth.yaml").read_text()) and
+                              repetitions * load_trajectory(traj).trajectory.duration)}
 
 
 def main(argv=None):
@@ -72,13 +97,18 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--repetitions", type=int, default=2)
     ap.add_argument("--design-time", type=float, default=20.0)
+    ap.add_argument("--arm", choices=("urdf", "result", "both"), default="both",
+                    help="the known arm: the URDF (= the simulated arm), or a result identified first")
     a = ap.parse_args(argv)
-    print("seed | mass err | com err | determined / well determined (of 10) | design | simulate | identify")
-    for s in a.seeds:
-        with tempfile.TemporaryDirectory() as tmp:
-            r = run(Path(tmp), s, a.repetitions, a.design_time)
-        print(f"{r['seed']} | {r['mass_err_pct']:.3f} % | {r['com_err_mm']:.3f} mm | {r['determined']} / {r['well']} | "
-              f"{r['design_s']:.1f} s | {r['simulate_s']:.1f} s | {r['identify_s']:.1f} s")
+    print("arm | seed | motion | mass err | com err | max inertia err (of the largest) | determined / well "
+          "determined | design | simulate | identify")
+    for arm in (("urdf", "result") if a.arm == "both" else (a.arm,)):
+        for s in a.seeds:
+            with tempfile.TemporaryDirectory() as tmp:
+                r = run(Path(tmp), s, a.repetitions, a.design_time, arm=arm)
+            print(f"{arm} | {r['seed']} | {r['motion_s']:.0f} s | {r['mass_err_pct']:.3f} % | {r['com_err_mm']:.3f} mm | "
+                  f"{r['inertia_err_pct']:.2f} % | {r['determined']} / {r['well']} | {r['design_s']:.1f} s | "
+                  f"{r['simulate_s']:.1f} s | {r['identify_s']:.1f} s")
 
 
 if __name__ == "__main__":

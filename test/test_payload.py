@@ -120,38 +120,90 @@ def test_payload_config_errors(demo_urdf):
     assert payload_config({}, cad).excited(cad) == ["wrist_1", "wrist_2", "wrist_3"]
 
 
-def test_design_simulate_identify_payload_through_the_cli(tmp_path, demo_urdf, capsys):
-    """A 2 kg tool on tool0 of the simulated (MuJoCo) demo arm, 10 s of wrist motion:
-    mass within 1 %, centre of mass within 2 mm, identified.urdf carries the payload."""
-    phi = tool()
-    truth = tmp_path / "truth.urdf"
-    truth.write_text(add_payload_link(Path(demo_urdf).read_text(), "tool0", phi, "tool"))
-    traj = tmp_path / "traj.yaml"
-    assert run_cli("design", "--payload", "--urdf", demo_urdf, "--config", CONFIG, "--output", traj,
+@pytest.fixture(scope="module")
+def payload_bag(tmp_path_factory, demo_urdf):
+    """design --payload, then a 10 s simulated (MuJoCo) bag of the demo arm with a 2 kg
+    tool on tool0 (the tool is a link of the truth URDF)."""
+    d = tmp_path_factory.mktemp("payload")
+    truth = d / "truth.urdf"
+    truth.write_text(add_payload_link(Path(demo_urdf).read_text(), "tool0", tool(), "tool"))
+    assert run_cli("design", "--payload", "--urdf", demo_urdf, "--config", CONFIG, "--output", d / "traj.yaml",
                    "--max-evals", 400, "--time-limit", 20) == 0
-    tf = load_trajectory(traj)
-    assert tf.trajectory.joint_names == RobotModel(demo_urdf).joint_names
-    qs = tf.trajectory.sample(np.linspace(0, tf.trajectory.duration, 200))[0]
-    assert np.ptp(qs[:, :3], axis=0).max() == 0.0 and np.ptp(qs[:, 3:], axis=0).min() > 0.1
-    assert tf.criterion["payload"]["excited_joints"] == ["wrist_1", "wrist_2", "wrist_3"]
-    assert run_cli("simulate", "--urdf", truth, "--config", CONFIG, "--trajectory", traj, "--output",
-                   tmp_path / "bag", "--quiet") == 0
-    capsys.readouterr()
-    assert run_cli("identify", "--payload", "--bag", tmp_path / "bag", "--urdf", demo_urdf, "--config", CONFIG,
-                   "--output", tmp_path / "pay", "--quiet") == 0
-    printed = capsys.readouterr().out
-    assert "payload on tool0: mass" in printed
-    d = yaml.safe_load((tmp_path / "pay" / "payload.yaml").read_text())
+    assert run_cli("simulate", "--urdf", truth, "--config", CONFIG, "--trajectory", d / "traj.yaml", "--output",
+                   d / "bag", "--quiet") == 0
+    return d
+
+
+def check_payload_folder(folder, demo_urdf, arm_urdf=None):
+    phi = tool()
+    d = yaml.safe_load((folder / "payload.yaml").read_text())
     p = d["payload"]
     assert abs(p["mass"] - 2.0) / 2.0 < 0.01
     assert np.linalg.norm(np.array(p["com"]) - phi[1:4] / phi[0]) < 2e-3
     assert len(p["determined"]) == 10
     for j, v in d["holdout_rms"].items():
         assert v["with_payload"] < 0.2 * v["arm_only"], j
-    ident = RobotModel(str(tmp_path / "pay" / "identified.urdf"))
-    cad = RobotModel(demo_urdf)
-    sl = cad.layout.inertial_slice("wrist_3")
-    np.testing.assert_allclose(ident.nominal[sl][0], cad.nominal[sl][0] + p["mass"], rtol=1e-9)
+    ident = RobotModel(str(folder / "identified.urdf"))
+    arm = RobotModel(str(arm_urdf or demo_urdf))
+    sl = arm.layout.inertial_slice("wrist_3")
+    np.testing.assert_allclose(ident.nominal[sl][0], arm.nominal[sl][0] + p["mass"], rtol=1e-9)
+    return d
+
+
+def test_design_simulate_identify_payload_through_the_cli(payload_bag, demo_urdf, capsys):
+    """Arm known from the URDF: mass within 1 %, centre of mass within 2 mm, from 10 s of
+    wrist motion; identified.urdf carries the payload."""
+    tf = load_trajectory(payload_bag / "traj.yaml")
+    assert tf.trajectory.joint_names == RobotModel(demo_urdf).joint_names
+    qs = tf.trajectory.sample(np.linspace(0, tf.trajectory.duration, 200))[0]
+    assert np.ptp(qs[:, :3], axis=0).max() == 0.0 and np.ptp(qs[:, 3:], axis=0).min() > 0.1
+    assert tf.criterion["payload"]["excited_joints"] == ["wrist_1", "wrist_2", "wrist_3"]
+    capsys.readouterr()
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--output", payload_bag / "pay", "--quiet") == 0
+    assert "payload on tool0: mass" in capsys.readouterr().out
+    d = check_payload_folder(payload_bag / "pay", demo_urdf)
+    assert "wrist_3.Ia" in d["nuisance_symbols"] or "Ia" in d["nuisance_symbols"]
+
+
+def test_node_payload_service_equals_the_command_line(payload_bag, demo_urdf, tmp_path):
+    from robot_ident.io.config import load_config
+    from robot_ident.online.identification_window import RecordingWindow
+    from robot_ident.online.payload_window import identify_payload_streams
+    from test_identification_window import bag_messages, feed
+
+    cfg = load_config(CONFIG)
+    win = RecordingWindow.from_config(cfg)
+    win.start()
+    feed(win, cfg, bag_messages(payload_bag / "bag"))
+    rec = win.stop()[2]
+    o = identify_payload_streams(rec.states, rec.currents, cfg, demo_urdf, tmp_path / "node")
+    if not (payload_bag / "pay").is_dir():
+        assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config",
+                       CONFIG, "--output", payload_bag / "pay", "--quiet") == 0
+    cli = yaml.safe_load((payload_bag / "pay" / "payload.yaml").read_text())["payload"]
+    np.testing.assert_allclose(o.estimate.values, [p["value"] for p in cli["parameters"]], rtol=1e-9, atol=1e-12)
+    assert o.identified_urdf == (tmp_path / "node" / "identified.urdf").read_text()
+
+
+def test_payload_with_the_arm_from_a_previous_result(payload_bag, demo_urdf, tmp_path):
+    """The arm identified first (no tool, 6 joints, WLS), then the payload with that result
+    as the known arm: the result's identification errors are the arm's model errors."""
+    from robot_ident.excitation import FourierTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+
+    m = RobotModel(demo_urdf)
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
+    save_trajectory(tmp_path / "arm.yaml", TrajectoryFile(traj))
+    assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", tmp_path / "arm.yaml",
+                   "--output", tmp_path / "arm_bag", "--repetitions", 2, "--quiet") == 0
+    assert run_cli("identify", "--bag", tmp_path / "arm_bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--output", tmp_path / "arm", "--method", "wls", "--no-plots", "--quiet") == 0
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--result", tmp_path / "arm",
+                   "--config", CONFIG, "--output", tmp_path / "pay", "--quiet") == 0
+    d = check_payload_folder(tmp_path / "pay", demo_urdf, tmp_path / "arm" / "model.urdf")
+    assert d["nuisance_symbols"] == ["off"] and d["arm_model"].startswith("result ")
 
 
 def test_identify_payload_needs_an_arm_model(tmp_path, capsys):
