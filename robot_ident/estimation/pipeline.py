@@ -164,7 +164,9 @@ def identification_config(section: Mapping | None, where: str = "identification"
 
 
 def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
-    model = RobotModel(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal)
+    from ..model.spring import spring_model   # the config's `springs:` (gravity balancers), if any
+    model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
+                         config=config)
     config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
     return model
 

@@ -163,7 +163,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    from ..model.spring import spring_model
+    model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction, config=cfg)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
     parts, _ = read_processed(bag, cfg, icfg.settings, progress)

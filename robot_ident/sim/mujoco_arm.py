@@ -112,7 +112,7 @@ class SimulatedArm:
 
     def __init__(self, urdf: str, joint_names: Sequence[str], truth: JointTruth,
                  control_rate_hz: float = 1000.0, substeps: int = 2, bandwidth_hz: float = 8.0,
-                 nominal: RobotModel | None = None):
+                 nominal: RobotModel | None = None, spec_hook: Callable | None = None):
         self.joint_names = tuple(joint_names)
         self.truth = truth
         self.control_rate_hz = float(control_rate_hz)
@@ -141,6 +141,8 @@ class SimulatedArm:
             _set_scalar_or_first(j, "damping", float(truth.viscous[k]))
             j.frictionloss = float(truth.coulomb[k])
         set_simulation_options(spec, self.control_rate_hz, self.substeps)
+        if spec_hook is not None:       # e.g. sim/balancer.py: spring tendons between links
+            spec_hook(spec)
         self.mj_model = spec.compile()
         self.mj_data = mujoco.MjData(self.mj_model)
         jid = [mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_JOINT, nm) for nm in self.joint_names]
