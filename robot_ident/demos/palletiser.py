@@ -6,8 +6,9 @@ a pick-and-place cycle.
 Truth (MuJoCo): every link's mass and inertia scaled by up to +-5 %, centres of mass
 shifted by up to 5 mm, the spring a MuJoCo spatial tendon (stiffness 6000 N/m, free
 length 0.05 m; the CAD says 5000 N/m), joint friction, armature and offsets from the
-config's `simulation:` section, 1 % effort noise. The arm follows a random Fourier
-excitation (identification bag, 3 x 10 s) and another one (validation bag, 10 s).
+config's `simulation:` section, 1 % effort noise. The arm follows a designed excitation
+(config/palletiser_excitation.yaml; identification bag, 3 x 10 s) and a random Fourier
+trajectory (validation bag, 10 s).
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ class PalletiserSetup:
     seed: int = 0
     periods: int = 3                        # 10 s Fourier periods in the identification bag
     cycle_payload: float = 0.0
+    # Trajectory YAML of the identification bag; default config/palletiser_excitation.yaml (designed by
+    # `robot-ident design` on the spring model: cond criterion over the base parameters with K and F0).
+    excitation: str | None = None
     mass_scale: float = 0.05
     com_shift: float = 0.005
 
@@ -114,6 +118,29 @@ def _simulate(cad, cfg, truth_urdf, theta, setup, traj, bag, seed):
     return dict(zip(cad.joint_names, run.effort_noise_std))
 
 
+def identify_and_validate(urdf, config_path, bag, valid_bag, output):
+    """The command line's identify (whole bag) and validate (another bag) from core pieces:
+    (model, result, validation RMS per joint); writes the result folder."""
+    from ..data.bag import read_recordings_from_config
+    from ..data.signals import concatenate
+    from ..estimation.pipeline import identification_config, identify, load_model, process_segments, validate_result
+    from ..io.config import load_config
+    from ..io.result_folder import write_result_folder
+
+    cfg = load_config(config_path)
+    icfg = identification_config(cfg.section("identification"))
+    model = load_model(urdf, cfg, icfg)
+    parts, summary = process_segments(read_recordings_from_config(bag, cfg), cfg.joints, icfg.settings)
+    data = concatenate(parts)
+    result = identify(model, data, icfg.settings)
+    vparts, _ = process_segments(read_recordings_from_config(valid_bag, cfg), cfg.joints, icfg.settings)
+    validation = validate_result(result, model, concatenate(vparts), icfg.settings)
+    write_result_folder(Path(output), model, result, validation, data,
+                        {"source": {"bag": str(bag), "validation_bag": str(valid_bag), "synchronisation": summary}},
+                        config_path, plots=False)
+    return model, result, dict(zip(model.joint_names, (float(x) for x in validation.rms)))
+
+
 def run_palletiser_demo(output, setup: PalletiserSetup | None = None,
                         progress: Progress | None = None) -> PalletiserOutcome:
     from ..estimation.pipeline import identification_config, load_model
@@ -121,10 +148,8 @@ def run_palletiser_demo(output, setup: PalletiserSetup | None = None,
     from ..excitation.repeat import Repeated
     from ..io.atomic import atomic_write_text
     from ..io.config import load_config
-    from ..io.results import load_result
     from ..io.urdf_export import write_parameters
     from ..mechanisms.balancer import design_balancer
-    from ..offline.bag_workflow import identify_bag, validate_bag
 
     setup = setup or PalletiserSetup()
     progress = progress or Progress(quiet=True)
@@ -142,6 +167,8 @@ def run_palletiser_demo(output, setup: PalletiserSetup | None = None,
         lim = cad.limits
         trajs = [FourierTrajectory.random_within_limits(cad.joint_names, lim.lower, lim.upper, lim.velocity, acc,
                                                         seed=setup.seed + s) for s in (11, 12)]
+        from ..excitation.trajectory_file import load_trajectory
+        trajs[0] = load_trajectory(setup.excitation or share_file("config", "palletiser_excitation.yaml")).trajectory
     with progress.stage("simulate identification bag"):
         _simulate(cad, cfg, truth_urdf, theta, setup, Repeated(trajs[0], setup.periods), out / "ident_bag",
                   setup.seed)
@@ -151,17 +178,18 @@ def run_palletiser_demo(output, setup: PalletiserSetup | None = None,
     doc = yaml.safe_load(Path(config).read_text())
     doc["robot_ident"]["ros__parameters"].pop("springs")
     no_spring = atomic_write_text(out / "config_without_spring.yaml", yaml.safe_dump(doc, sort_keys=False))
-    res = {}
+    res, results = {}, {}
     for label, cfg_path in (("with_spring", config), ("without_spring", no_spring)):
         with progress.stage(f"identify ({label.replace('_', ' ')})"):
-            identify_bag(out / "ident_bag", urdf, cfg_path, out / label, holdout=0.0, plots=False)
-            v = validate_bag(out / "valid_bag", out / label)
-            res[label] = dict(zip(v.report.joint_names, (float(x) for x in v.report.rms)))
-    d, base, values, std = load_result(out / "with_spring")
-    ident = {n: (float(v), float(s)) for n, v, s in zip(base.names, values, std) if n.startswith("balancer.")}
+            model, result, rms = identify_and_validate(urdf, cfg_path, out / "ident_bag", out / "valid_bag",
+                                                       out / label)
+            res[label] = rms
+            results[label] = (model, result)
+    model, result = results["with_spring"]
+    ident = {n: (float(v), float(s)) for n, v, s in zip(result.names, result.values, result.std)
+             if n.startswith("balancer.")}
     with progress.stage("balancer design"):
-        std_values = d.get("standard_parameters", {}).get("values")
-        theta_id = np.array([std_values[n] for n in cad.layout.names]) if std_values else theta
+        theta_id = result.standard_values if result.standard_values is not None else theta
         cyc = pick_and_place_cycle()
         t = np.arange(0.0, cyc.duration, 0.005)
         q, qd, qdd = cyc.sample(t)
@@ -202,3 +230,16 @@ def format_palletiser_summary(o: PalletiserOutcome) -> str:
         lines.append(f"  {j:<10}{w:>10.3f}{wo:>12.3f}{n:>10.3f}   ratio to noise {w / n:.3f} / {wo / n:.3f}")
     lines.append("balancer design on a pick-and-place cycle: " + o.design.summary())
     return "\n".join(lines)
+
+
+def run_palletiser_cli(args) -> int:
+    """`robot-ident demo --robot palletiser` (uses --output, --seed, --periods, --no-plots, --quiet)."""
+    setup = PalletiserSetup(seed=args.seed, periods=max(1, int(args.periods)))
+    out = args.output if args.output != "robot_ident_demo" else "robot_ident_palletiser"
+    o = run_palletiser_demo(out, setup, Progress(quiet=args.quiet))
+    if not args.no_plots:
+        plot_design(Path(out) / "balancer_design.png", o.design)
+    print(format_palletiser_summary(o))
+    print(f"results: {out}/ (with_spring/, without_spring/, bags, truth.urdf"
+          + ("" if args.no_plots else ", balancer_design.png") + ")")
+    return 0

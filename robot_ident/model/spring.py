@@ -237,3 +237,24 @@ def spring_model(urdf, joints=None, locked_positions=None, friction=None, armatu
     if specs:
         return SpringRobotModel(urdf, joints, locked_positions, friction, armature, springs=specs)
     return RobotModel(urdf, joints, locked_positions, friction, armature)
+
+
+def spring_model_from_file(urdf, joints, config_path, node: str = "robot_ident"):
+    """`spring_model` for commands that read only part of the parameter file (e.g. design):
+    the springs of ``<node>.ros__parameters.springs`` (or ``/**``), if any."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(open(config_path, encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read parameter file {config_path}: {exc}") from exc
+    section = None
+    for key in (node, "/**"):
+        params = (doc.get(key) or {}).get("ros__parameters") if isinstance(doc.get(key), Mapping) else None
+        if isinstance(params, Mapping) and params.get("springs"):
+            section = params["springs"]
+            break
+    specs = spring_specs(section, f"{config_path}: springs")
+    if specs:
+        return SpringRobotModel(urdf, joints, springs=specs)
+    return RobotModel(urdf, joints)

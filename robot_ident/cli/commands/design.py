@@ -36,7 +36,6 @@ def run(args) -> int:
     from ...excitation.constraints import LimitSpec
     from ...excitation.designer import design_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
-    from ...model.robot import RobotModel
 
     cfg = load_excitation_config(args.config, args.node)
     joints = args.joints
@@ -50,7 +49,8 @@ def run(args) -> int:
     if args.payload:
         from ._payload import run_design
         return run_design(args, cfg, joints)
-    model = RobotModel(args.urdf, joints)
+    from ...model.spring import spring_model_from_file   # springs of the config are part of the model
+    model = spring_model_from_file(args.urdf, joints, args.config, args.node)
     missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
     if missing:
         raise ConfigError(f"{args.config}: {args.node}.ros__parameters.excitation.acceleration_limits: "
