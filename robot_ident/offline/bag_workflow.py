@@ -53,6 +53,12 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
     cfg = load_config(config_path)
+    if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
+        from ..excitation.repeat import Repeated
+        from .closed_chain_workflow import simulate_closed_chain_bag
+        o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
+                                                                  repetitions), output, storage, progress=progress)
+        return SimulateOutcome(o.bag, o.duration, o.samples, o.topics, o.truth_file)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
     sim = simulation_config(cfg.section("simulation"), cad)
@@ -136,6 +142,9 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary}}
+        if hasattr(model, "closures"):      # where validate finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
     return IdentifyOutcome(model, result, validation, out, summary)
 
@@ -163,8 +172,13 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
+    from ..mechanisms.closed_chain.config import closed_chain_model
     from ..model.spring import spring_model
-    model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction, config=cfg)
+    model = closed_chain_model(xml, cfg, friction, path=d.get("source", {}).get("closures")) \
+        if cfg.parameters.get("closures") else None
+    if model is None:
+        model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
+                             config=cfg)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
     parts, _ = read_processed(bag, cfg, icfg.settings, progress)
