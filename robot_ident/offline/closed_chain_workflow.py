@@ -66,6 +66,11 @@ def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: st
         if tuple(trajectory.joint_names) != tuple(model.joint_names):
             raise ConfigError("the trajectory's joints must be in the config's order "
                               f"({', '.join(model.joint_names)})")
+        from ..mechanisms.closed_chain.config import passive_limit_violations
+        bad = passive_limit_violations(model, trajectory, dt=0.02)
+        if bad:
+            raise ConfigError("the trajectory takes passive joint(s) out of their limits or out of the "
+                              "workspace: " + "; ".join(f"{b['joint']} at t = {b['time']:.2f} s" for b in bad))
         sim = ClosedChainSim(model, theta, nominal=model.nominal)
     nz = noise or sim_cfg.noise
     if position_noise is not None:

@@ -57,3 +57,52 @@ def closed_chain_model(urdf, config, friction=None, armature=None, path=None):
                           f"({', '.join(spec.actuated)})")
     return ClosedChainModel(urdf if urdf is not None else spec.urdf, joints, spec.closures, spec.home, friction,
                             armature, tie=spec.tie or None)
+
+
+def closed_chain_from_file(urdf, config_path, node: str | None = None):
+    """`closed_chain_model` for commands that do not otherwise read the data-source part of
+    the parameter file (design, the excitation node): None when it names no closures."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(open(config_path, encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read parameter file {config_path}: {exc}") from exc
+    found = any(isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict)
+                and v["ros__parameters"].get("closures") for v in doc.values()) if isinstance(doc, dict) else False
+    if not found:
+        return None
+    from ...estimation.pipeline import identification_config
+    from ...io.config import load_config
+
+    cfg = load_config(config_path, node)
+    icfg = identification_config(cfg.section("identification"))
+    return closed_chain_model(urdf, cfg, icfg.friction, icfg.armature_nominal)
+
+
+def passive_limit_violations(model, trajectory, dt: float = 0.01) -> list[dict]:
+    """Check a trajectory of the actuated joints against the passive joints' URDF limits,
+    the passive positions coming from the closure solver (and against the workspace: a
+    pose the solver cannot assemble is a violation). Returns one entry per violated joint
+    (the worst sample), empty when every sample is fine."""
+    import numpy as np
+
+    t = np.arange(0.0, trajectory.duration + 0.5 * dt, dt)
+    q_a = trajectory.sample(t)[0]
+    lim = model.tree.limits
+    names = model.tree.joint_names
+    worst: dict[str, dict] = {}
+    for k in range(len(t)):
+        try:
+            q = model.solve_positions(q_a[k])
+        except ModelError as exc:
+            return [{"joint": "(closure)", "time": float(t[k]), "reason": str(exc)}]
+        for i, j in enumerate(names):
+            if j in model.joint_names:
+                continue
+            v = q[model.tree_index(j)]
+            excess = max(lim.lower[i] - v, v - lim.upper[i])
+            if excess > 0 and excess > worst.get(j, {}).get("excess", 0.0):
+                worst[j] = {"joint": j, "time": float(t[k]), "value": float(v), "excess": float(excess),
+                            "limits": [float(lim.lower[i]), float(lim.upper[i])]}
+    return list(worst.values())
