@@ -131,3 +131,33 @@ def test_simulate_and_design_on_the_closed_chain(tmp_path):
     d = load_trajectory(tmp_path / "d.yaml")
     assert d.trajectory.joint_names == m.joint_names and d.criterion["base_parameters"] == 61
     assert passive_limit_violations(m, d.trajectory, 0.05) == []
+
+
+def test_nodes_logic_takes_the_closed_chain(hybrid_bags, tmp_path):
+    """The identification node's path (recorded streams) gives the command line's result, and
+    the excitation node's plan is on the actuated joints of the closed chain."""
+    from robot_ident.excitation.families import PolynomialTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from robot_ident.online.excitation_plan import prepare_excitation
+    from robot_ident.online.identification_window import RecordingWindow, identify_streams
+    from test_identification_window import bag_messages, feed
+
+    d, _ = hybrid_bags
+    cfg = load_config(CONFIG)
+    win = RecordingWindow.from_config(cfg)
+    win.start()
+    feed(win, cfg, bag_messages(d / "ident"))
+    rec = win.stop()[2]
+    node = identify_streams(rec.states, rec.currents, cfg, URDF, tmp_path / "node", CONFIG)
+    if not (d / "res").is_dir():
+        assert run_cli("identify", "--bag", d / "ident", "--urdf", URDF, "--config", CONFIG, "--output", d / "res",
+                       "--no-plots", "--quiet") == 0
+    cli = yaml.safe_load((d / "res" / "result.yaml").read_text())
+    np.testing.assert_allclose(node.result.values, [p["value"] for p in cli["base_parameters"]], rtol=1e-9)
+    assert yaml.safe_load((tmp_path / "node" / "result.yaml").read_text())["source"]["closures"] == \
+        cli["source"]["closures"]
+    m = _model()
+    tr = PolynomialTrajectory(m.joint_names, 3.0, m.home_actuated(), np.array([[0.5, 0.0]] * 3 + [[4.0, 0.0]] * 2))
+    save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
+    plan = prepare_excitation(URDF, CONFIG, tmp_path / "t.yaml")
+    assert isinstance(plan.model, ClosedChainModel) and plan.limits.joint_names == m.joint_names
