@@ -32,7 +32,7 @@ URDF = ROOT / "urdf" / "hybrid5.urdf"
 CONFIG = ROOT / "config" / "hybrid5.yaml"
 
 
-def make_bags(workdir: Path, seed: int, design_evals: int = 200):
+def make_bags(workdir: Path, seed: int, design_evals: int = 200, js_rate: float = 1000.0):
     """Identification and validation bags of the hybrid demo's setup (seed)."""
     from robot_ident.demos.hybrid import (ChainedPolynomialParameters, HybridDemoSetup, load_hybrid,
                                           random_chain, true_parameters)
@@ -68,14 +68,14 @@ def make_bags(workdir: Path, seed: int, design_evals: int = 200):
     for name, tr, s in (("ident_bag", traj, seed + 1), ("valid_bag", valid, seed + 2)):
         o = simulate_closed_chain_bag(URDF, CONFIG, tr, workdir / name, truth=truth,
                                       noise=SimNoise(setup.position_noise, setup.velocity_noise, setup.effort_noise,
-                                                     seed=s))
+                                                     seed=s), joint_states_rate_hz=js_rate)
         out.append(o)
     return out
 
 
-def run(workdir: Path, seed: int, design_evals: int = 200) -> dict:
+def run(workdir: Path, seed: int, design_evals: int = 200, js_rate: float = 1000.0) -> dict:
     t0 = time.perf_counter()
-    ident, valid = make_bags(workdir, seed, design_evals)
+    ident, valid = make_bags(workdir, seed, design_evals, js_rate)
     t1 = time.perf_counter()
     assert cli(["identify", "--bag", str(ident.bag), "--urdf", str(URDF), "--config", str(CONFIG),
                 "--output", str(workdir / "result"), "--no-plots", "--quiet"]) == 0
@@ -97,11 +97,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[7, 8, 9])
     ap.add_argument("--design-evals", type=int, default=200)
+    ap.add_argument("--joint-states-rate", type=float, default=1000.0, help="Hz of /joint_states in the bags")
     a = ap.parse_args(argv)
     worst = 0.0
     for s in a.seeds:
         with tempfile.TemporaryDirectory() as tmp:
-            r = run(Path(tmp), s, a.design_evals)
+            r = run(Path(tmp), s, a.design_evals, a.joint_states_rate)
         worst = max(worst, max(r["rms_over_noise"].values()))
         print(f"seed {s}: validation RMS / simulator noise std: "
               + ", ".join(f"{j} {v:.3f}" for j, v in r["rms_over_noise"].items())

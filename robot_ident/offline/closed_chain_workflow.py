@@ -41,7 +41,8 @@ def closed_chain_truth(model, sim_cfg) -> np.ndarray:
 
 def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: str = "sqlite3",
                               truth: np.ndarray | None = None, noise=None, progress: Progress | None = None,
-                              position_noise: float | None = None) -> ClosedChainSimOutcome:
+                              position_noise: float | None = None,
+                              joint_states_rate_hz: float = 500.0) -> ClosedChainSimOutcome:
     """Simulate `trajectory` (any object with joint_names, duration, sample(t)) on the closed
     chain of the config and write the bag. `truth` (standard parameters in the model's
     layout) defaults to the CAD plus the `simulation:` section's drive parameters."""
@@ -79,7 +80,8 @@ def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: st
         run = sim.run(trajectory, noise=nz, progress=progress.fraction)
     with progress.stage("write bag"):
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
-                                     current_noise_std=sim_cfg.current_noise, seed=nz.seed)
+                                     current_noise_std=sim_cfg.current_noise, seed=nz.seed,
+                                     joint_states_rate_hz=joint_states_rate_hz)
         doc = {"note": "true standard parameters of the simulated closed chain (robot_ident simulate)",
                "joints": list(model.joint_names), "max_closure_violation_m": float(run.max_violation),
                "effort_noise_std": {j: float(s) for j, s in zip(model.joint_names, run.effort_noise_std)},
