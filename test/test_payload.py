@@ -209,3 +209,11 @@ def test_payload_with_the_arm_from_a_previous_result(payload_bag, demo_urdf, tmp
 def test_identify_payload_needs_an_arm_model(tmp_path, capsys):
     assert run_cli("identify", "--payload", "--bag", tmp_path, "--config", CONFIG, "--output", tmp_path / "o") == 2
     assert "needs the arm's model" in capsys.readouterr().err
+
+
+def test_identify_payload_bad_frame_exits_2(payload_bag, demo_urdf, capsys):
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--frame", "flange", "--output", payload_bag / "bad", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "payload frame 'flange' is not a link" in err and len(err.strip().splitlines()) == 1
+    assert not (payload_bag / "bad" / "payload.yaml").exists()
