@@ -161,3 +161,23 @@ def test_nodes_logic_takes_the_closed_chain(hybrid_bags, tmp_path):
     save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
     plan = prepare_excitation(URDF, CONFIG, tmp_path / "t.yaml")
     assert isinstance(plan.model, ClosedChainModel) and plan.limits.joint_names == m.joint_names
+
+
+def test_identified_urdf_of_a_closed_chain_expands_tied_limbs(tmp_path):
+    """A physically consistent result of the hybrid writes the spanning tree's URDF with the
+    tied block on every limb (Pinocchio reads back the same parameters)."""
+    from types import SimpleNamespace
+
+    from robot_ident.io.results import write_identified_urdf
+    from robot_ident.model.robot import RobotModel
+
+    m = _model()
+    theta = m.nominal.copy()
+    sl = m.layout.inertial_slice("limb_rod")
+    theta[sl] = theta[sl] * 1.1                        # scaled mass, first moments and inertia: still physical
+    p = write_identified_urdf(tmp_path, m, SimpleNamespace(standard_values=theta, method="physical"))
+    back = RobotModel(str(p))
+    full = m.full_inertial(theta)
+    for j in ("limb1_slide", "limb2_slide", "limb3_slide"):
+        k = m.tree.layout.body_joints.index(j)
+        np.testing.assert_allclose(back.nominal[back.layout.inertial_slice(j)], full[10 * k:10 * k + 10], atol=1e-8)
