@@ -118,3 +118,45 @@ def test_palletiser_spring_identified_from_a_simulated_bag(tmp_path):
     assert o.validation_without["shoulder"] > 3.0 * o.validation_with["shoulder"]
     assert (tmp_path / "with_spring" / "result.yaml").is_file()
     assert o.design.peak_after < o.design.peak_before
+
+
+def test_simulate_command_puts_the_configs_spring_into_mujoco(tmp_path):
+    """`robot-ident simulate` with a `springs:` config: the spring acts in MuJoCo (the
+    efforts of a held pose differ from a spring-free run by the spring torque) and its
+    K / F0 are in the truth file."""
+    import yaml
+
+    from robot_ident.cli import main
+    from robot_ident.excitation.families import PolynomialTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+
+    cfg = ROOT / "config" / "palletiser.yaml"
+    doc = yaml.safe_load(cfg.read_text())
+    p = doc["robot_ident"]["ros__parameters"]
+    p["simulation"].update({"effort_noise": 0.0, "joints": {}})
+    for k in ("current_noise",):
+        p["simulation"].pop(k, None)
+    with_spring = tmp_path / "with.yaml"
+    with_spring.write_text(yaml.safe_dump(doc))
+    p.pop("springs")
+    without = tmp_path / "without.yaml"
+    without.write_text(yaml.safe_dump(doc))
+    tr = PolynomialTrajectory(("turret", "shoulder", "elbow", "wrist"), 1.0, np.array([0.0, 0.6, 0.2, 0.0]),
+                              np.zeros((4, 2)))
+    save_trajectory(tmp_path / "hold.yaml", TrajectoryFile(tr))
+    for name, c in (("a", with_spring), ("b", without)):
+        assert main(["simulate", "--urdf", str(URDF), "--config", str(c), "--trajectory", str(tmp_path / "hold.yaml"),
+                     "--output", str(tmp_path / name), "--quiet"]) == 0
+    truth = yaml.safe_load((tmp_path / "a" / "robot_ident_truth.yaml").read_text())["parameters"]
+    assert truth["balancer.K"] == 5000.0 and truth["balancer.F0"] == pytest.approx(5000.0 * 0.05)
+    from robot_ident.data.bag import read_recordings_from_config
+    from robot_ident.io.config import load_config
+    eff = {}
+    for name, c in (("a", with_spring), ("b", without)):
+        seg = read_recordings_from_config(tmp_path / name, load_config(c)).segments[0]
+        eff[name] = np.median(seg.reorder(("turret", "shoulder", "elbow", "wrist")).effort[200:], axis=0)
+    m = SpringRobotModel(URDF, springs=[SpringSpec("balancer", "turret_link", (0.25, 0.0, 1.1), "upper_arm",
+                                                   (0.0, 0.0, 0.4), 5000.0, free_length=0.05)])
+    spring_tau = m.springs.torques(np.array([[0.0, 0.6, 0.2, 0.0]]))[0]
+    assert abs(spring_tau[1]) > 100.0
+    np.testing.assert_allclose(eff["a"][1] - eff["b"][1], spring_tau[1], rtol=0.01)

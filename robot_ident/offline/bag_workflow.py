@@ -77,7 +77,14 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+        hook, nominal = None, RobotModel(cad.urdf_xml, traj.joint_names)
+        if hasattr(cad, "springs"):      # the config's springs: MuJoCo tendons with its stiffness and free length
+            from ..model.spring import SpringRobotModel
+            from ..sim.balancer import spring_hook, true_free_length
+            sv = theta[cad.spring_slice()]
+            hook = spring_hook(cad.springs, sv[0::2], true_free_length(cad.springs, sv))
+            nominal = SpringRobotModel(cad.urdf_xml, traj.joint_names, springs=cad.springs.specs)
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=nominal, spec_hook=hook)
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
@@ -90,6 +97,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        if hasattr(cad, "springs"):
+            truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
         truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
