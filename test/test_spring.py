@@ -118,6 +118,14 @@ def test_palletiser_spring_identified_from_a_simulated_bag(tmp_path):
     assert o.validation_without["shoulder"] > 3.0 * o.validation_with["shoulder"]
     assert (tmp_path / "with_spring" / "result.yaml").is_file()
     assert o.design.peak_after < o.design.peak_before
+    # `robot-ident validate` rebuilds the spring model from the result folder's config
+    import yaml
+
+    from robot_ident.cli import main
+    assert main(["validate", "--bag", str(tmp_path / "valid_bag"), "--result", str(tmp_path / "with_spring"),
+                 "--quiet"]) == 0
+    v = yaml.safe_load((tmp_path / "with_spring" / "validation.yaml").read_text())["joints"]
+    assert v["shoulder"]["rms"] == pytest.approx(o.validation_with["shoulder"], rel=0.05)
 
 
 def test_simulate_command_puts_the_configs_spring_into_mujoco(tmp_path):
