@@ -24,6 +24,7 @@ from ..estimation.validation import ValidationReport, rms_report
 from ..io.atomic import atomic_write_text
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
+from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
 from ..util.progress import Progress
@@ -154,7 +155,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         if hasattr(model, "closures"):      # where validate finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
             extra["source"]["closures"] = str(closures_path(cfg, config_path))
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                            valid_data=valid_data)
     return IdentifyOutcome(model, result, validation, out, summary)
 
 
@@ -198,8 +200,10 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
+        moving = data.moving_mask(thr, guard)
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
                             noise_std=sigma, moving_threshold=thr)
+    write_validation_samples(rdir, model, data, pred, moving)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",

@@ -209,7 +209,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
             extra["source"]["closures"] = str(closures_path(cfg, config_path))
-        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                                valid_data=valid_data)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:
