@@ -107,7 +107,8 @@ def main(argv=None):
         for s in a.seeds:
             with tempfile.TemporaryDirectory() as tmp:
                 r = run(Path(tmp), s, a.repetitions, a.design_time, arm=arm)
-            print(f"{arm} | {r['seed']} | {r['motion_s']:.0f} s | {r['mass_err_pct']:.3f} % | {r['com_err_mm']:.3f} mm | "
+            print(f"{arm} | {r['seed']} | {r['motion_s']:.0f} s | {r['mass_err_pct']:.3f} % | "
+                  f"{r['com_err_mm']:.3f} mm | "
                   f"{r['inertia_err_pct']:.2f} % | {r['determined']} / {r['well']} | {r['design_s']:.1f} s | "
                   f"{r['simulate_s']:.1f} s | {r['identify_s']:.1f} s"
                   + (f" | arm identified first in {r['arm_s']:.1f} s" if arm == "result" else ""))

@@ -120,7 +120,8 @@ def test_simulate_and_design_on_the_closed_chain(tmp_path):
     from robot_ident.excitation.trajectory_file import TrajectoryFile, load_trajectory, save_trajectory
 
     m = _model()
-    tr = PolynomialTrajectory(m.joint_names, 2.0, m.home_actuated(), np.array([[0.8, -0.4], [-0.6, 0.3], [0.7, 0.2], [5.0, 3.0], [-6.0, 4.0]]))
+    c = np.array([[0.8, -0.4], [-0.6, 0.3], [0.7, 0.2], [5.0, 3.0], [-6.0, 4.0]])
+    tr = PolynomialTrajectory(m.joint_names, 2.0, m.home_actuated(), c)
     save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
     assert run_cli("simulate", "--urdf", URDF, "--config", CONFIG, "--trajectory", tmp_path / "t.yaml", "--output",
                    tmp_path / "bag", "--quiet") == 0

@@ -1,8 +1,6 @@
 """Payload identification (issue 15): the payload model against Pinocchio, the estimator
 against MuJoCo's truth through design --payload -> simulate -> identify --payload, which
 of the 10 parameters a motion determines, and bad input."""
-import contextlib
-import io
 from pathlib import Path
 
 import numpy as np

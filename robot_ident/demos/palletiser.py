@@ -93,7 +93,8 @@ def true_parameters(cad, setup: PalletiserSetup) -> np.ndarray:
         I = cad.body_inertia(theta, body)
         s = 1.0 + rng.uniform(-setup.mass_scale, setup.mass_scale)
         theta[cad.layout.inertial_slice(body)] = pin.Inertia(
-            I.mass * s, I.lever + rng.uniform(-setup.com_shift, setup.com_shift, 3), I.inertia * s).toDynamicParameters()
+            I.mass * s, I.lever + rng.uniform(-setup.com_shift, setup.com_shift, 3),
+            I.inertia * s).toDynamicParameters()
     k = cad.layout.index("balancer.K")
     L_ref = cad.springs.reference_lengths[0]
     theta[k], theta[k + 1] = setup.true_stiffness, setup.true_stiffness * (L_ref - setup.true_free_length)

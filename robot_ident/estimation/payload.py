@@ -168,7 +168,8 @@ class PayloadEstimate:
                             "well_determined": bool(w)}
                            for n, v, s, dt, w in zip(names, self.values, self.std, self.determined,
                                                      self.well_determined)],
-            "rank": int(self.rank), "unknowns": 10 + len(self.nuisance_names), "condition_number": float(self.condition_number),
+            "rank": int(self.rank), "unknowns": 10 + len(self.nuisance_names),
+            "condition_number": float(self.condition_number),
             "determined": [n for n, dt in zip(names, self.determined) if dt],
             "not_determined": [n for n, dt in zip(names, self.determined) if not dt],
             "poorly_determined": [n for n, dt, w in zip(names, self.determined, self.well_determined)

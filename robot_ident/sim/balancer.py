@@ -3,7 +3,6 @@ through two sites, with MuJoCo's own tendon stiffness and spring length (free le
 the simulated spring force comes from MuJoCo, not from our torque columns."""
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 
 from ..errors import ModelError

@@ -54,7 +54,8 @@ def run(args) -> int:
     model = closed_chain_from_file(args.urdf, args.config, args.node)   # the config's closures: actuated joints
     closed = model is not None
     if closed and joints is not None and set(joints) != set(model.joint_names):
-        raise ConfigError(f"--joints: a closed chain is designed on its actuated joints ({', '.join(model.joint_names)})")
+        raise ConfigError("--joints: a closed chain is designed on its actuated joints "
+                          f"({', '.join(model.joint_names)})")
     model = model or spring_model_from_file(args.urdf, joints, args.config, args.node)
     missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
     if missing:
