@@ -55,6 +55,12 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
     cfg = load_config(config_path)
+    if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
+        from ..excitation.repeat import Repeated
+        from .closed_chain_workflow import simulate_closed_chain_bag
+        o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
+                                                                  repetitions), output, storage, progress=progress)
+        return SimulateOutcome(o.bag, o.duration, o.samples, o.topics, o.truth_file)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
     sim = simulation_config(cfg.section("simulation"), cad)
@@ -73,8 +79,16 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, transmission=cad.transmission,
-                           nominal=RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission))
+        hook, nominal = None, RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission)
+        if hasattr(cad, "springs"):      # the config's springs: MuJoCo tendons with its stiffness and free length
+            from ..model.spring import SpringRobotModel
+            from ..sim.balancer import spring_hook, true_free_length
+            sv = theta[cad.spring_slice()]
+            hook = spring_hook(cad.springs, sv[0::2], true_free_length(cad.springs, sv))
+            nominal = SpringRobotModel(cad.urdf_xml, traj.joint_names, springs=cad.springs.specs,
+                                       transmission=cad.transmission)
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=nominal, spec_hook=hook,
+                           transmission=cad.transmission)
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
@@ -88,6 +102,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        if hasattr(cad, "springs"):
+            truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
         truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
@@ -144,6 +160,9 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary}}
+        if hasattr(model, "closures"):      # where validate finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                             valid_data=valid_data)
     return IdentifyOutcome(model, result, validation, out, summary)
@@ -172,8 +191,13 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
-                       transmission=cfg.transmission)
+    from ..mechanisms.closed_chain.config import closed_chain_model
+    from ..model.spring import spring_model
+    model = closed_chain_model(xml, cfg, friction, path=d.get("source", {}).get("closures")) \
+        if cfg.parameters.get("closures") else None
+    if model is None:
+        model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
+                             config=cfg, transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
     vsettings = icfg.settings

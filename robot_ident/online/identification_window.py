@@ -237,6 +237,9 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         out = Path(output)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
                                 config=str(config_path))}
+        if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
         p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                                 valid_data=valid_data)
         if p is not None:
