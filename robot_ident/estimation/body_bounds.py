@@ -6,7 +6,8 @@ Configured in the parameter file (every key optional; the defaults are shown):
       physical:
         prior_relative_std: 0.25   # how far from CAD a body may plausibly be (see physical.py)
         mass_ratio: [0.5, 2.0]     # per-body mass range, times the CAD mass
-        mass_absolute: [0.0, 1.0]  # kg, for bodies whose CAD mass is below 1 g
+        mass_absolute: null        # [min, max] kg for bodies whose CAD mass is below 1 g
+                                   # (null: [0, total CAD mass of the moving bodies, at least 1 kg])
         total_mass: null           # [min, max] kg of all moving bodies, or null
         com_region: geometry       # geometry | sphere | none
         com_radius: null           # m, sphere radius when there is no geometry (null: from kinematics)
@@ -52,7 +53,7 @@ SPHERE_FACTOR = 1.2
 class PhysicalBounds:
     prior_relative_std: float = 0.25
     mass_ratio: tuple = (0.5, 2.0)
-    mass_absolute: tuple = (0.0, 1.0)
+    mass_absolute: tuple | None = None
     total_mass: tuple | None = None
     com_region: str = "geometry"
     com_radius: float | None = None
@@ -140,7 +141,7 @@ def parse_physical_bounds(section, where: str = "identification.physical") -> Ph
         prior_relative_std=_positive(section.get("prior_relative_std", d.prior_relative_std),
                                      f"{where}.prior_relative_std"),
         mass_ratio=_pair(section.get("mass_ratio", d.mass_ratio), f"{where}.mass_ratio"),
-        mass_absolute=_pair(section.get("mass_absolute", d.mass_absolute), f"{where}.mass_absolute"),
+        mass_absolute=_pair(section.get("mass_absolute"), f"{where}.mass_absolute", allow_none=True),
         total_mass=_pair(section.get("total_mass"), f"{where}.total_mass", allow_none=True),
         com_region=region, com_radius=_positive(section.get("com_radius"), f"{where}.com_radius", True),
         geometry_margin=float(margin), bodies=bodies)
@@ -242,9 +243,36 @@ def body_regions(model, bounds: PhysicalBounds, reference: np.ndarray) -> tuple[
     return regions, note
 
 
-def mass_range(bounds: PhysicalBounds, body: str, cad_mass: float) -> tuple[float, float]:
+def mass_range(bounds: PhysicalBounds, body: str, cad_mass: float, cad_total: float = 1.0) -> tuple[float, float]:
+    """The mass bounds of one body; `cad_total` is the CAD mass of all moving bodies."""
     if "mass" in bounds.bodies.get(body, {}):
         return bounds.bodies[body]["mass"]
     if cad_mass < TINY_MASS:
-        return bounds.mass_absolute
+        return bounds.mass_absolute or (0.0, max(1.0, cad_total))
     return (bounds.mass_ratio[0] * cad_mass, bounds.mass_ratio[1] * cad_mass)
+
+
+def implausible_bodies(model, theta: np.ndarray, bounds: PhysicalBounds | None = None) -> dict[str, str]:
+    """{body joint: reason} for bodies of standard parameters `theta` whose mass is outside
+    the (default) mass range or whose centre of mass lies beyond twice the kinematic sphere
+    radius: a guard for estimators that do not apply the bounds (identified.urdf)."""
+    bounds = bounds or PhysicalBounds()
+    out = {}
+    for b in model.layout.body_joints:
+        sl = model.layout.inertial_slice(b)
+        cad, th = model.nominal[sl], theta[sl]
+        lo, hi = mass_range(bounds, b, cad[0], _cad_total(model.nominal, model.layout))
+        if not lo <= th[0] <= hi:
+            out[b] = f"mass {th[0]:.4g} kg outside [{lo:.4g}, {hi:.4g}] kg"
+            continue
+        com = th[1:4] / th[0]
+        cad_com = cad[1:4] / cad[0] if cad[0] > 0 else np.zeros(3)
+        r = 2.0 * (bounds.bodies.get(b, {}).get("com_radius") or bounds.com_radius
+                   or _kinematic_radius(model, b, cad_com))
+        if np.linalg.norm(com) > r:
+            out[b] = f"centre of mass {np.linalg.norm(com):.3g} m from its joint (more than {r:.3g} m)"
+    return out
+
+
+def _cad_total(theta: np.ndarray, layout) -> float:
+    return float(sum(max(theta[layout.inertial_slice(b)][0], 0.0) for b in layout.body_joints))

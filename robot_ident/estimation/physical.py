@@ -25,8 +25,8 @@ moves -- stay at the CAD values instead of drifting to whatever fits the noise (
 722 kg links of issue 12). Actuator terms have only a vanishing pull toward their
 nominal values (URDF friction, configured armature), as before.
 
-A body whose CAD mass is below 1 g (unknown) is pulled toward a uniform ball of the
-middle of its absolute mass range instead. The interior-point solver is in
+A body whose CAD mass is below 1 g (unknown) is pulled, 100 x more weakly, toward a
+uniform ball of 5 cm radius and the middle of its absolute mass range instead. The interior-point solver is in
 lmi_barrier.py; the standard deviations are the base projection of the inverse
 Hessian of the cost at the solution (data information with C, plus the prior), and
 each body reports how much of its mass the data determine (`mass_data_share`:
@@ -38,13 +38,14 @@ import numpy as np
 
 from ..errors import IdentificationError
 from . import lmi_barrier
-from .body_bounds import TINY_MASS, PhysicalBounds, body_regions, check_bodies, mass_range
+from .body_bounds import TINY_MASS, PhysicalBounds, _cad_total, body_regions, check_bodies, mass_range
 from .least_squares import _per_joint, wls
 from .problem import IdentificationProblem
 from .result import IdentificationResult
 
 ACTUATOR_PRIOR_WEIGHT = 1e-6   # the actuator terms' pull toward nominal (negligible on purpose)
 ACTIVE_SLACK = 1e-3            # relative slack below which a bound counts as active
+UNKNOWN_CAD_WEIGHT = 0.01     # prior weight of a body without CAD mass (prior std x 10)
 BOUNDARY_EIG = 1e-6            # smallest / largest pseudo-inertia eigenvalue: on the PSD boundary
 
 # Parameter order inside eta (kept in one place).
@@ -163,7 +164,7 @@ def _reference_bodies(prior: np.ndarray, layout, bounds: PhysicalBounds) -> np.n
     for b in layout.body_joints:
         sl = layout.inertial_slice(b)
         if prior[sl][0] < TINY_MASS:
-            lo, hi = mass_range(bounds, b, prior[sl][0])
+            lo, hi = mass_range(bounds, b, prior[sl][0], _cad_total(prior, layout))
             m, r = 0.5 * (lo + hi), 0.05
             ref[sl] = dynamic_from_pseudo(np.diag([m * r * r / 5] * 3 + [m]))
         else:
@@ -235,9 +236,10 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     for k, b in enumerate(layout.body_joints):
         idx = np.arange(10 * k, 10 * k + 10)
         Jref_inv = np.linalg.inv(pseudo_inertia(ref[idx]))
-        c[idx] -= lam * np.einsum("ij,kji->k", Jref_inv, E)          # the linear part of lam * D
-        blocks.append(lmi_barrier.LMIBlock(idx, E, np.zeros((4, 4)), lam))
-        lo, hi = ranges[b] = mass_range(bounds, b, prior[idx][0])
+        lam_b = lam * (UNKNOWN_CAD_WEIGHT if prior[idx][0] < TINY_MASS else 1.0)
+        c[idx] -= lam_b * np.einsum("ij,kji->k", Jref_inv, E)        # the linear part of lam_b * D
+        blocks.append(lmi_barrier.LMIBlock(idx, E, np.zeros((4, 4)), lam_b))
+        lo, hi = ranges[b] = mass_range(bounds, b, prior[idx][0], _cad_total(prior, layout))
         e_m = np.zeros(n_std)
         e_m[idx[0]] = 1.0
         row(e_m, -lo, (b, "mass_min", hi - lo))
@@ -317,7 +319,7 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     for k, b in enumerate(layout.body_joints):
         idx = np.arange(10 * k, 10 * k + 10)
         X = np.einsum("ij,kjl->kil", np.linalg.inv(pseudo_inertia(theta[idx])), E)
-        Hb = lam * np.einsum("kij,lji->kl", X, X)
+        Hb = blocks[k].weight * np.einsum("kij,lji->kl", X, X)
         Hess[np.ix_(idx, idx)] += Hb
         prior_var_mass[b] = float(np.linalg.pinv(Hb)[0, 0])
     cov_theta = np.linalg.pinv(0.5 * (Hess + Hess.T))
