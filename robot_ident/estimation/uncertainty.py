@@ -18,7 +18,8 @@ The Bartlett weights keep Omega positive semi-definite. The bandwidth L comes fr
 the data: the residual autocorrelation of every joint is measured (samples missing
 from the problem, e.g. inside the friction dead band, are skipped pair-wise) and L
 is LAG_FACTOR times the first lag at which every joint's autocorrelation has dropped
-to CORR_FLOOR or below (residuals that stay correlated get the largest bandwidth). For white residuals L = 0 and the result is White's heteroskedasticity
+to CORR_FLOOR (or 3 / sqrt(rows per joint), the sampling noise of an autocorrelation, if
+larger) or below (residuals that stay correlated get the largest bandwidth). For white residuals L = 0 and the result is White's heteroskedasticity
 -robust covariance, which matches sigma^2 A^-1 when the noise is homoskedastic.
 
 Hand-written (about 40 lines of numpy) because neither SciPy nor the other
@@ -65,7 +66,10 @@ def correlation_lag(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_join
     N = int(sample.max()) + 1 if sample.size else 1
     max_lag = max(1, int(MAX_LAG_FRACTION * N))
     rho = residual_autocorrelation(r, sample, joint, n_joints, max_lag)
-    below = np.flatnonzero((rho[:, 1:] <= CORR_FLOOR).all(axis=0))
+    # a sample autocorrelation of white noise has std ~ 1/sqrt(pairs): 3 of those is noise
+    pairs = np.bincount(joint, minlength=n_joints).min()
+    floor = max(CORR_FLOOR, 3.0 / np.sqrt(max(pairs, 1)))
+    below = np.flatnonzero((rho[:, 1:] <= floor).all(axis=0))
     tau = int(below[0]) if below.size else max_lag      # lags 1..tau-1 are correlated
     return int(min(LAG_FACTOR * tau, max_lag))
 
