@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +117,18 @@ def true_arm_parameters(cad: RobotModel, setup: DemoSetup) -> np.ndarray:
     return theta
 
 
+def declare_payload(settings: IdentificationSettings, cad: RobotModel, payload_mass: float) -> IdentificationSettings:
+    """The demo knows its flange payload: widen the last body's mass bounds for the physical
+    estimate (what a user does in `identification.physical.bodies`) unless already set."""
+    last = cad.layout.body_joints[-1]
+    if payload_mass <= 0 or last in settings.physical.bodies:
+        return settings
+    m = float(cad.nominal[cad.layout.inertial_slice(last)][0])
+    lo, hi = settings.physical.mass_ratio
+    bodies = {**settings.physical.bodies, last: {"mass": (lo * m, hi * m + 2.0 * payload_mass)}}
+    return replace(settings, physical=replace(settings.physical, bodies=bodies))
+
+
 def simulate_experiment(setup: DemoSetup, progress: Progress) -> Experiment:
     """Build the CAD model and the differing simulated arm, run the identification and the
     validation trajectories, and process both recordings."""
@@ -161,6 +173,7 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
     with progress.stage("base parameters"):
         base = base_parameters(cad, settings)
         true_base = base.project(exp.true_theta)
+    settings = declare_payload(settings, cad, setup.payload_mass)
     with progress.stage("identify"):
         result = identify(cad, ident_data, settings, base)
     with progress.stage("validate"):
