@@ -69,24 +69,41 @@ class BarrierSolution:
         return 1.0 / (self.t * problem.slacks(self.x))
 
 
+def _stack(problem: BarrierProblem):
+    """The blocks as stacked arrays (all blocks have the same shape here: 10 parameters, 4x4)."""
+    st = problem.__dict__.get("_stacked")
+    if st is None:
+        shapes = {b.basis.shape for b in problem.blocks}
+        if len(shapes) > 1:
+            raise IdentificationError(f"LMI blocks of different shapes {sorted(shapes)} are not supported")
+        st = (np.array([b.idx for b in problem.blocks]), np.array([b.basis for b in problem.blocks]),
+              np.array([b.const for b in problem.blocks]), np.array([b.weight for b in problem.blocks]))
+        problem.__dict__["_stacked"] = st
+    return st
+
+
 def _terms(problem: BarrierProblem, x: np.ndarray, t: float, derivatives: bool):
-    """Value, gradient and Hessian of t f(x) + barrier(x), without the quadratic part."""
+    """Value, gradient and Hessian of t f(x) + barrier(x), without the quadratic part
+    (blocks batched: one Cholesky / inverse call for all of them)."""
     n = x.size
     val = 0.0
     g = np.zeros(n)
     Hm = np.zeros((n, n)) if derivatives else None
-    for b in problem.blocks:
-        F = problem.lmi(b, x)
+    if problem.blocks:
+        idx, basis, const, weight = _stack(problem)
+        F = const + np.einsum("bk,bkij->bij", x[idx], basis)
         try:
             C = np.linalg.cholesky(F)
         except np.linalg.LinAlgError:
             return np.inf, None, None
-        coef = t * b.weight + 1.0
-        val -= coef * 2.0 * np.sum(np.log(np.diag(C)))
+        coef = t * weight + 1.0
+        val -= float(coef @ (2.0 * np.log(np.diagonal(C, axis1=1, axis2=2)).sum(axis=1)))
         if derivatives:
-            X = np.einsum("ij,kjl->kil", np.linalg.inv(F), b.basis)   # F^-1 B_k
-            g[b.idx] -= coef * np.einsum("kii->k", X)
-            Hm[np.ix_(b.idx, b.idx)] += coef * np.einsum("kij,lji->kl", X, X)
+            X = np.einsum("bij,bkjl->bkil", np.linalg.inv(F), basis)      # F^-1 B_k per block
+            np.add.at(g, idx, -coef[:, None] * np.einsum("bkii->bk", X))
+            Hb = coef[:, None, None] * np.einsum("bkij,blji->bkl", X, X)
+            for b in range(idx.shape[0]):
+                Hm[np.ix_(idx[b], idx[b])] += Hb[b]
     if problem.G is not None:
         s = problem.G @ x + problem.g
         if (s <= 0).any():
@@ -98,7 +115,8 @@ def _terms(problem: BarrierProblem, x: np.ndarray, t: float, derivatives: bool):
     return val, g, Hm
 
 
-def solve(problem: BarrierProblem, x0: np.ndarray, gap: float = 1e-6, max_newton: int = 600) -> BarrierSolution:
+def solve(problem: BarrierProblem, x0: np.ndarray, gap: float = 1e-6, max_newton: int = 600,
+          mu: float = 10.0) -> BarrierSolution:
     """Minimise from the strictly feasible x0 (see the module doc)."""
     H, c = problem.H, problem.c
     m = sum(b.basis.shape[1] for b in problem.blocks) + (0 if problem.G is None else problem.G.shape[0])
@@ -137,4 +155,4 @@ def solve(problem: BarrierProblem, x0: np.ndarray, gap: float = 1e-6, max_newton
             x = x + s * dx
         if m / t < gap or steps >= max_newton:
             return BarrierSolution(x, steps, t)
-        t *= 10.0
+        t *= mu

@@ -199,14 +199,14 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     n_std = layout.size
     first = wls(problem)                    # level 1: the data's base parameters and covariance
     P = problem.base.projection
-    try:
-        Lc = np.linalg.cholesky(first.covariance)
-    except np.linalg.LinAlgError as exc:
-        raise IdentificationError(f"the WLS covariance is not positive definite ({exc}); the data do not "
-                                  "determine the base parameters") from exc
-    A = np.linalg.solve(Lc, P)                              # C^-1/2 P
+    # C^-1/2 by an eigen-decomposition (directions of vanishing variance clipped, not inverted)
+    ev, V = np.linalg.eigh(0.5 * (first.covariance + first.covariance.T))
+    if not ev[-1] > 0:
+        raise IdentificationError("the WLS covariance is zero: the data do not determine the base parameters")
+    Ci_half = (V / np.sqrt(np.maximum(ev, 1e-14 * ev[-1]))).T            # C^-1/2 (rows)
+    A = Ci_half @ P
     H = A.T @ A
-    c = A.T @ np.linalg.solve(Lc, first.values)
+    c = A.T @ (Ci_half @ first.values)
 
     prior = problem.prior
     ref = _reference_bodies(prior, layout, bounds)
