@@ -70,17 +70,21 @@ def test_one_sigma_coverage_with_white_noise(setup):
 
 
 def test_white_noise_formula_would_have_been_optimistic(setup):
-    """The check above can fail: sigma^2 (W^T W)^-1 on the same filtered noise covers far
-    fewer than 68 % (the defect of issue 12)."""
+    """The check above can fail: sigma^2 (W^T S^-2 W)^-1 on the same filtered noise covers
+    far fewer than 68 % (the defect of issue 12)."""
     truth = setup[-1]
     inside = []
     for s in range(20):
+        p = noisy(setup, s, 10.0)
         with single_threaded_blas():
-            res = wls(noisy(setup, s, 10.0))
-        white = res.std / res.extra["std_inflation_median"]
+            res = wls(p)
+        w = 1.0 / res.joint_sigma[p.joint_of_row]
+        r = (p.y - p.W @ res.values) * w
+        s2 = r @ r / (p.n_rows - p.n_params)
+        white = np.sqrt(s2 * np.diag(np.linalg.inv((p.W * w[:, None]).T @ (p.W * w[:, None]))))
         inside.append(np.abs(res.values - truth) <= white)
-    assert np.mean(inside) < 0.45
-    assert res.extra["hac_lag_samples"] > 0
+        assert res.extra["hac_lag_samples"] > 0 and res.extra["std_inflation_median"] > 1.5
+    assert np.mean(inside) < 0.45, np.mean(inside)
 
 
 def test_bandwidth_is_zero_for_white_residuals_and_grows_with_correlation():
