@@ -82,8 +82,8 @@ def write_result_yaml(folder: str | Path, data: dict) -> Path:
     return atomic_write_text(Path(folder) / "result.yaml", text)
 
 
-def write_identified_urdf(folder: str | Path, model, result: IdentificationResult) -> Path | None:
-    """identified.urdf from the estimator's standard parameters (bodies that are not
+def identified_urdf_xml(model, result: IdentificationResult) -> str | None:
+    """The identified URDF text from the estimator's standard parameters (bodies that are not
     physically consistent, or implausible -- mass outside the default range, centre of mass
     far outside the link -- keep their CAD values and are listed in a comment), or None
     when the estimator only produced base parameters."""
@@ -103,7 +103,13 @@ def write_identified_urdf(folder: str | Path, model, result: IdentificationResul
             + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
                if report.kept_cad else "") + " -->\n")
     head, sep, body = xml.partition("\n")
-    return atomic_write_text(Path(folder) / "identified.urdf", head + sep + note + body)
+    return head + sep + note + body
+
+
+def write_identified_urdf(folder: str | Path, model, result: IdentificationResult) -> Path | None:
+    """identified.urdf (see identified_urdf_xml), or None without standard parameters."""
+    xml = identified_urdf_xml(model, result)
+    return None if xml is None else atomic_write_text(Path(folder) / "identified.urdf", xml)
 
 
 def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, np.ndarray]:
