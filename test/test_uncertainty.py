@@ -4,11 +4,12 @@ noise is correlated in time (low-pass filtered), as it is after the pipeline's f
 import dataclasses
 
 import numpy as np
+import pinocchio as pin
 import pytest
 from scipy import signal
 
 from robot_ident.data.signals import ProcessedData
-from robot_ident.estimation import build_problem, irls, ols, wls
+from robot_ident.estimation import build_problem, irls, ols, physically_consistent, wls
 from robot_ident.estimation.uncertainty import correlation_lag
 from robot_ident.excitation import FourierTrajectory
 from robot_ident.model.base import BaseParameters
@@ -17,6 +18,34 @@ from robot_ident.util.blas import single_threaded_blas
 
 RATE = 200.0
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow")
+
+
+def smooth_problem(model, base, theta):
+    lim = model.limits
+    traj = FourierTrajectory.random_within_limits(JOINTS, lim.lower, lim.upper, lim.velocity,
+                                                  np.array([5.0, 5.0, 6.0]), seed=2)
+    t = np.arange(0.0, 40.0, 1.0 / RATE)
+    q, qd, qdd = traj.sample(t)
+    tau = model.efforts(q, qd, qdd, theta)
+    problem = build_problem(model, base, ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau))
+    return problem, tau, base.project(theta)
+
+
+@pytest.fixture(scope="module")
+def physical_setup(demo_urdf):
+    """As `setup`, with a physically consistent truth: CAD bodies scaled by +-20 %, centres
+    of mass shifted by up to 1 cm."""
+    model = RobotModel(demo_urdf, JOINTS)
+    base = BaseParameters.from_model(model, n_samples=200)
+    rng = np.random.default_rng(0)
+    theta = model.nominal.copy()
+    for b in model.layout.body_joints:
+        I = model.body_inertia(theta, b)
+        f = 1 + rng.uniform(-0.2, 0.2)
+        theta[model.layout.inertial_slice(b)] = pin.Inertia(I.mass * f, I.lever + rng.uniform(-0.01, 0.01, 3),
+                                                            I.inertia * f).toDynamicParameters()
+    theta[model.layout.n_inertial:] = 0.3
+    return smooth_problem(model, base, theta)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +90,12 @@ def coverage(setup, estimator, cutoff_hz, seeds=range(40)):
 @pytest.mark.parametrize("estimator", [wls, ols, irls])
 def test_one_sigma_coverage_with_filtered_noise(setup, estimator):
     c = coverage(setup, estimator, cutoff_hz=10.0, seeds=range(20 if estimator is irls else 40))
+    assert 0.58 <= c <= 0.78, c
+
+
+def test_physical_estimate_coverage(physical_setup):
+    """The physical estimate's standard deviations (inverse Hessian of data + CAD prior)."""
+    c = coverage(physical_setup, physically_consistent, cutoff_hz=10.0, seeds=range(20))
     assert 0.58 <= c <= 0.78, c
 
 
