@@ -24,6 +24,9 @@ def add_parser(sub):
     p.add_argument("--max-evals", type=int, help="optimiser evaluation budget")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--node", default="robot_ident", help="node section of the config (default: %(default)s)")
+    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
+                   help="folder holding the packages of package:// collision meshes (<DIR>/<pkg>/...); "
+                        "repeatable, searched before excitation.collision.package_dirs")
     p.set_defaults(func=run)
     return p
 
@@ -31,6 +34,7 @@ def add_parser(sub):
 def run(args) -> int:
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
+    from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.designer import design_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
     from ...model.robot import RobotModel
@@ -53,13 +57,22 @@ def run(args) -> int:
     spec = cfg.design_spec(model.joint_names, optimizer=args.optimizer, criterion=args.criterion,
                            family=args.family, max_time=args.time_limit, max_evals=args.max_evals,
                            seed=args.seed)
-    result = design_excitation(model, limits, spec)
+    collision = build_collision_model(model, cfg.collision, args.package_dir)
+    if collision.has_geometry:
+        print(collision.describe())
+    else:
+        warn_no_geometry()
+    result = design_excitation(model, limits, spec, collision=collision if collision.has_geometry else None)
     save_trajectory(args.output, TrajectoryFile.from_design(result))
     o = result.optimizer
     print(f"{spec.family} trajectory for {len(model.joint_names)} joints, {spec.optimizer}: "
           f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "
           f"{o.n_evals} evaluations in {o.wall_time:.1f} s")
     print(f"limits: {result.report.summary()}")
+    if result.collision_report is not None:
+        print(f"collisions: {result.collision_report.summary()}")
+    else:
+        warn_no_geometry()
     if not result.cond < 1e6:
         print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
               f"the {spec.family} family cannot excite every base parameter of these joints")

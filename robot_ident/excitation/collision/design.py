@@ -1,0 +1,70 @@
+"""The designer's side of the collision constraints: start-pose clearance, and the rounds
+of dense check + added samples + local SLSQP that make the returned trajectory keep
+the margin on the dense grid (see designer.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import TrajectoryError
+from .check import report_from_distances
+
+
+def check_start_clearance(cm, param, spec):
+    """A family that starts at a fixed pose cannot move away from a collision there."""
+    start = getattr(param, "start", None)
+    if spec.family == "fourier" or start is None:
+        return
+    d = cm.distances(np.asarray(start, dtype=float)[None])[0]
+    if d.size and (d - cm.margins).min() < 0:
+        p = int(np.argmin(d - cm.margins))
+        raise TrajectoryError(f"the start pose is closer than the collision margin {cm.margin:g} m: "
+                              f"{cm.pair_label(p)} at {d[p]:.3g} m; give excitation.start_pose elsewhere")
+
+
+def dense_distances(traj, cm, dt):
+    T = float(traj.duration)
+    n_pts = int(np.ceil(T / dt)) + 1
+    t = np.linspace(0.0, T, n_pts)
+    return t, cm.distances(traj.sample(t)[0]), (float(t[1] - t[0]) if n_pts > 1 else 0.0)
+
+
+def _new_times(t, D, margins, limit=60):
+    dmin = (D - margins).min(axis=1)
+    n = len(dmin)
+    left = np.r_[np.inf, dmin[:-1]]
+    right = np.r_[dmin[1:], np.inf]
+    idx = np.flatnonzero((dmin <= left) & (dmin <= right) & (dmin < 0.5 * margins.max()))
+    idx = idx[np.argsort(dmin[idx])][:limit]
+    return t[np.clip(idx, 0, n - 1)]
+
+
+def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rounds: int = 6):
+    """(x, traj, limit report, collision report) with both valid, or TrajectoryError."""
+    from ..optimizers import MultiStartSLSQP
+
+    opts = spec.optimizer_options if spec.optimizer == "slsqp" else {}
+    slsqp = MultiStartSLSQP(**opts)
+    refine_time = max(5.0, 0.2 * (spec.max_time or 30.0))
+    traj = param.build(x)
+    x, traj, lrep = limit_repair(x)
+    for _ in range(rounds):
+        t, D, dt = dense_distances(traj, cm, spec.check_dt)
+        crep = report_from_distances(cm, t, D, dt)
+        if crep.valid and lrep.valid:
+            return x, traj, lrep, crep
+        if not crep.valid:
+            problem.collision.add_times(_new_times(t, D, cm.margins))
+        xn = slsqp.refine(problem, x, refine_time)
+        if xn is None:
+            break
+        x, traj, lrep = limit_repair(xn)
+    # Last resort: shrink every excursion toward the centre (offset or start) pose.
+    for f in (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2):
+        xs, traj_s, lrep_s = limit_repair(scale(x, f))
+        t, D, dt = dense_distances(traj_s, cm, spec.check_dt)
+        crep_s = report_from_distances(cm, t, D, dt)
+        if crep_s.valid and lrep_s.valid:
+            return xs, traj_s, lrep_s, crep_s
+    t, D, dt = dense_distances(traj, cm, spec.check_dt)
+    raise TrajectoryError("no collision-free trajectory found within the limits: "
+                          + report_from_distances(cm, t, D, dt).summary())
