@@ -123,8 +123,10 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
                        dt: float = 1e-3):
     """The approach from q_now to q_start, around obstacles: the straight quintic if it keeps
     every checked pair at its margin (or, for a pair already closer at q_now, no closer than
-    it is now less 1 mm), else the shortest collision-free path through one intermediate
-    pose found among `candidates` random poses within the limits. TrajectoryError with the
+    it is now less 1 mm), else retract (every joint but the root-most toward the neutral
+    pose), turn, extend, else the shortest collision-free path through one intermediate pose
+    found among `candidates` random poses within the limits (each segment a rest-to-rest
+    quintic). TrajectoryError with the
     colliding pair when the arm is in collision now or no such path is found: nothing moves."""
     from ..excitation.collision.check import report_from_distances
 
@@ -169,19 +171,33 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
     rng = np.random.default_rng(seed)
     lo = np.where(np.isfinite(b.lower), b.lower, -np.pi)
     hi = np.where(np.isfinite(b.upper), b.upper, np.pi)
-    # Candidates: around the midpoint first (short detours), then anywhere within the limits.
+    # 1. Retract every joint but the root-most toward the neutral pose (often an upright
+    #    or folded home), turn the root joint, extend: q0 -> r(q0) -> r(q1) -> q1.
+    home = np.clip(np.zeros(len(names)), lo, hi)
+    root = int(np.argmin(cm.robot._jid))
+    rest = np.arange(len(names)) != root
+    for a in (0.5, 0.75, 1.0):
+        v0, v1 = q0.copy(), q1.copy()
+        v0[rest] = (1 - a) * q0[rest] + a * home[rest]
+        v1[rest] = (1 - a) * q1[rest] + a * home[rest]
+        pts = [q0, v0] + ([] if np.allclose(v0, v1) else [v1]) + [q1]
+        if all((cm.distances(v[None])[0] >= thr).all() for v in pts[1:-1]) and \
+                all(clear(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])):
+            traj = ViaApproach(names, tuple(quintic(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])))
+            if final(traj)[0]:
+                return traj
+    # 2. One intermediate pose: random around the midpoint, spreading out to the whole range.
     mid = 0.5 * (q0 + q1)
     spread = np.linspace(0.1, 1.0, candidates)[:, None] * (hi - lo) * 0.5
     Q = np.clip(mid + rng.uniform(-1.0, 1.0, (candidates, len(names))) * spread, lo, hi)
     Dv = cm.distances(Q)
-    good = np.flatnonzero((Dv >= thr + 0.5 * cm.margin).all(axis=1))
+    good = np.flatnonzero((Dv >= thr + 2e-3).all(axis=1))
     length = np.abs(Q[good] - q0).sum(1) + np.abs(Q[good] - q1).sum(1)
     for k in good[np.argsort(length)]:
         if clear(q0, Q[k]) and clear(Q[k], q1):
             traj = ViaApproach(names, (quintic(q0, Q[k]), quintic(Q[k], q1)))
-            ok2, _ = final(traj)
-            if ok2:
+            if final(traj)[0]:
                 return traj
     raise TrajectoryError(f"the straight approach from the current pose collides ({rep.summary()}) and no "
-                          f"collision-free path through an intermediate pose was found among {candidates} "
-                          "candidates; move the arm closer to the excitation's start pose first. Not moving")
+                          f"collision-free path through an intermediate pose was found (retract toward the neutral pose, or one of {candidates} "
+                          "random intermediate poses); move the arm closer to the excitation's start pose first. Not moving")

@@ -18,14 +18,8 @@ from ...errors import ModelError
 
 
 def _ament_share(pkg: str) -> str | None:
-    try:
-        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
-    except ImportError:
-        return None
-    try:
-        return get_package_share_directory(pkg)
-    except (PackageNotFoundError, LookupError, ValueError):
-        return None
+    from ...util.resources import ament_share_directory
+    return ament_share_directory(pkg)
 
 
 def search_dirs(package_dirs=()) -> list[str]:
