@@ -167,7 +167,11 @@ class CollisionModel:
             gm.addCollisionPair(pin.CollisionPair(i, j))
         self.geom_data = pin.GeometryData(gm)
         for req in self.geom_data.distanceRequests:
+            # Curved primitives (cylinders, spheres) converge only to the GJK tolerance: 1e-9 m
+            # keeps the distances smooth enough for SLSQP's line search.
             req.enable_signed_distance = True
+            req.gjk_tolerance = 1e-9
+            req.epa_tolerance = 1e-9
         self.pairs = tuple(Pair(self._names[i], self._names[j], self._link[i], self._link[j], k)
                            for i, j, k in cands)
         self._pi = np.array([c[0] for c in cands], dtype=int)
