@@ -52,7 +52,8 @@ def ur5_cm(ur5):
 
 # ------------------------------------------------------------- independent dense check
 def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, dt_self=0.02):
-    """(min floor clearance of mesh vertices, min mesh-mesh distance over `pair_links`) along traj."""
+    """({geometry: min floor clearance of its mesh vertices}, min mesh-mesh distance over `pair_links`)
+    along traj."""
     full = pin.buildModelFromUrdf(str(urdf))
     gm = pin.buildGeomFromUrdf(full, str(urdf), pin.COLLISION, package_dirs=[str(share_dir())])
     data = full.createData()
@@ -73,7 +74,7 @@ def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, 
         return x
 
     T = float(traj.duration)
-    low = np.inf
+    low = {gm.geometryObjects[k].name: np.inf for k in moving}
     for q in traj.sample(np.linspace(0, T, int(np.ceil(T / dt_floor)) + 1))[0]:
         pin.framesForwardKinematics(full, data, qfull(q))
         pin.updateGeometryPlacements(full, data, gm, gd)
@@ -85,13 +86,23 @@ def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, 
                 h = np.asarray(gm.geometryObjects[k].geometry.halfSide)
                 c = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
                 z = (c @ M.rotation.T + M.translation)[:, 2]
-            low = min(low, float(z.min()) - floor)
+            name = gm.geometryObjects[k].name
+            low[name] = min(low[name], float(z.min()) - floor)
     self_min = np.inf
     if gm.collisionPairs:
         for q in traj.sample(np.linspace(0, T, int(np.ceil(T / dt_self)) + 1))[0]:
             pin.computeDistances(full, data, gm, gd, qfull(q))
             self_min = min(self_min, min(r.min_distance for r in gd.distanceResults))
     return low, self_min
+
+
+def floor_ok(cm, low):
+    """Every geometry's independent floor clearance >= its floor pair's margin (3 cm, or the
+    reduced margin of a structurally close link); returns the overall minimum."""
+    margins = {p.first: m for p, m in zip(cm.pairs, cm.margins) if p.second == "floor"}
+    for name, z in low.items():
+        assert z >= margins.get(name, cm.margin) - 1e-6, (name, z)
+    return min(low.values())
 
 
 def self_pair_links(cm):
@@ -101,12 +112,14 @@ def self_pair_links(cm):
 # ------------------------------------------------------------------ model and filtering
 def test_pairs_skip_same_and_adjacent_bodies_and_keep_base_against_forearm(ur5_cm):
     labels = {p.label for p in ur5_cm.pairs}
-    assert "base_link_0 - forearm_link_0" in labels and "base_link_0 - upper_arm_link_0" in labels
+    assert "base_link_0 - forearm_link_0" in labels and "base_link_0 - wrist_1_link_0" in labels
+    # hulls of the base and the upper arm are 1.4 cm apart at the zero pose: skipped, listed
+    assert ("base_link_0", "upper_arm_link_0") in {p[:2] for p in ur5_cm.skipped_neutral}
     assert "base_link_0 - shoulder_link_0" not in labels          # adjacent
     assert "wrist_3_link_0 - ee_link_0" not in labels              # same body
     assert "forearm_link_0 - floor" in labels and "base_link_0 - floor" not in labels
     # UR5's upper arm turns about an axis 8.9 cm above its base plane: its margin is reduced, listed
-    assert [p[:2] for p in ur5_cm.reduced_margin] == [("upper_arm_link_0", "floor")]
+    assert [p[:2] for p in ur5_cm.reduced_margin] == [("shoulder_link_0", "floor"), ("upper_arm_link_0", "floor")]
     assert "upper_arm_link_0 - floor" in ur5_cm.describe()
 
 
@@ -182,10 +195,11 @@ def test_ur5_design_keeps_the_margin_by_an_independent_check(ur5_urdf, ur5, ur5_
     res = design_excitation(ur5, lim, spec, collision=ur5_cm)
     assert res.valid and res.collision_report.valid and res.cond < 1e4
     floor_clear, self_min = independent_check(ur5_urdf, ur5.joint_names, res.trajectory, self_pair_links(ur5_cm))
-    assert floor_clear >= 0.0287 - 1e-6       # the upper arm's reduced margin; every other link >= 3 cm
+    # the shoulder (2.4 cm above the base plane at any angle) and the upper arm keep reduced margins
+    assert floor_ok(ur5_cm, floor_clear) >= 0.023 - 1e-6
     assert self_min >= 0.03 - 1e-6
     crep = res.collision_report
-    assert crep.closest_distance >= 0.0287 and crep.closest_pair in {p.label for p in ur5_cm.pairs}
+    assert crep.closest_distance >= ur5_cm.margins.min() - 1e-9 and crep.closest_pair in {p.label for p in ur5_cm.pairs}
     # the same design without the constraint goes through the floor: the check is not vacuous
     res0 = design_excitation(ur5, lim, DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5,
                                                   max_time=3.0, seed=1, n_samples=40, n_constraint=60))
@@ -201,7 +215,7 @@ def test_panda_design_keeps_the_margin_by_an_independent_check(panda_urdf):
     res = design_excitation(r, lim, spec, collision=cm)
     assert res.valid and res.collision_report.valid
     floor_clear, self_min = independent_check(panda_urdf, r.joint_names, res.trajectory, self_pair_links(cm))
-    assert floor_clear >= 0.03 - 1e-6 and self_min >= 0.03 - 1e-6
+    assert floor_ok(cm, floor_clear) >= 0.03 - 1e-6 and self_min >= 0.03 - 1e-6
 
 
 def test_population_optimiser_respects_collisions(demo_urdf):
@@ -240,15 +254,27 @@ def without_collision(urdf, tmp_path) -> Path:
     return out
 
 
-def ur5_config(tmp_path, floor="null", extra="") -> Path:
-    text = (ROOT / "config" / "demo_arm.yaml").read_text()
-    for j in ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3"):
-        text = text.replace(f"{j}:", f"{j}_joint:").replace(f"{j},", f"{j}_joint,").replace(f"{j}]", f"{j}_joint]")
-    text = text.replace("    excitation:\n", f"    excitation:\n      collision: {{floor: {floor}, package_dirs: "
-                                            f"[{share_dir()}]{extra}}}\n", 1)
-    p = tmp_path / "ur5.yaml"
-    p.write_text(text)
-    return p
+def ur5_config(tmp_path, floor=None) -> Path:
+    """config/demo_arm.yaml with the UR5's joint names (<joint>_joint) and its mesh folder."""
+    doc = yaml.safe_load((ROOT / "config" / "demo_arm.yaml").read_text())
+    p = doc["robot_ident"]["ros__parameters"]
+
+    def rename(x):
+        if isinstance(x, dict):
+            return {(k + "_joint" if k in JOINT_MAP else k): rename(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [v + "_joint" if isinstance(v, str) and v in JOINT_MAP else rename(v) for v in x]
+        return x
+
+    p = rename(p)
+    p["excitation"]["collision"] = {"floor": floor, "package_dirs": [str(share_dir())]}
+    doc["robot_ident"]["ros__parameters"] = p
+    out = tmp_path / "ur5.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+JOINT_MAP = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
 
 
 def test_simulate_and_excitation_node_refuse_the_trajectory_through_the_base(ur5_urdf, ur5, tmp_path):

@@ -2,7 +2,7 @@
 GeometryModel (coal underneath), the environment, the checked pairs, and signed
 distances with their exact gradients.
 
-* Meshes are replaced by their convex hulls (coal's ``buildConvexRepresentation``):
+* Meshes are replaced by their convex hulls (qhull through coal, `convex_hull`):
   a hull contains the mesh, so a distance kept on hulls is kept on the meshes (a
   conservative check), and hull-hull distances are signed (penetration depth from
   EPA) with witness points and normal, which the optimiser needs; they are also an
@@ -40,6 +40,34 @@ from .spec import CollisionSpec
 from .srdf import disabled_link_pairs
 
 
+def convex_hull(vertices: np.ndarray, name: str = ""):
+    """coal Convex hull of a mesh's vertices (qhull, through coal; SciPy's qhull otherwise).
+
+    Not ``BVHModel.buildConvexRepresentation``: in the pin wheel's coal it keeps every mesh
+    vertex and the mesh's own adjacency, and the hill-climbing support function then stops
+    in a local optimum: the UR5's upper arm pointing 0.39 m into the floor was reported
+    3 cm above it."""
+    pts = coal.StdVec_Vec3s()
+    for v in vertices:
+        pts.append(np.asarray(v, dtype=float))
+    try:
+        return coal.Convex.convexHull(pts, True, None)
+    except Exception:  # noqa: BLE001 - coal built without qhull
+        from scipy.spatial import ConvexHull
+        try:
+            h = ConvexHull(vertices)
+        except Exception as exc:  # noqa: BLE001 - flat or degenerate mesh
+            raise ModelError(f"collision mesh {name!r}: cannot build its convex hull: {exc}") from exc
+        remap = {int(v): k for k, v in enumerate(h.vertices)}
+        hp = coal.StdVec_Vec3s()
+        for v in vertices[h.vertices]:
+            hp.append(np.asarray(v, dtype=float))
+        tris = coal.StdVec_Triangle()
+        for a, b, c in h.simplices:
+            tris.append(coal.Triangle(remap[int(a)], remap[int(b)], remap[int(c)]))
+        return coal.Convex(hp, tris)
+
+
 @dataclass(frozen=True)
 class Pair:
     first: str          # geometry names (robot geometry: <link>_<k>)
@@ -74,9 +102,8 @@ class CollisionModel:
             except Exception as exc:  # Pinocchio raises ValueError/RuntimeError by version
                 raise ModelError(f"Pinocchio cannot read the collision geometry of {robot.urdf_label}: {exc}") from exc
         for g in gm.geometryObjects:
-            if hasattr(g.geometry, "buildConvexRepresentation"):
-                g.geometry.buildConvexRepresentation(False)
-                g.geometry = g.geometry.convex
+            if hasattr(g.geometry, "vertices"):          # a mesh (BVH model)
+                g.geometry = convex_hull(np.asarray(g.geometry.vertices()), g.name)
         self.n_robot_geometries = len(gm.geometryObjects)
         env = []
         if self.has_geometry and self.spec.floor is not None:
