@@ -241,8 +241,8 @@ class ExcitationProblem:
             x = self.repair(rng.uniform(lo, hi))
             for f in (1.0, 0.7, 0.5, 0.35, 0.25):
                 xs = np.where(scal, x * f, x)
-                ex = self.collision.excess(xs)
-                if ex == 0:
+                ex = self.collision.excess(xs, stride=4)
+                if ex == 0 and self.collision.excess(xs) == 0:
                     return xs
                 if ex < best_ex:
                     best, best_ex = xs, ex

@@ -11,7 +11,11 @@ SLSQP gets one smooth constraint per sample: the soft minimum over pairs
     c(t) = -1/beta log sum_p exp(-beta g_p(t)),   g_p = min(d_p, margin + activation) - margin,
 
 a lower bound of min_p g_p (so c >= 0 implies every pair keeps the margin), within
-log(#pairs near the minimum) / beta of it (beta = 10 / margin: a few mm). One
+log(#pairs near the minimum) / beta of it (beta = 30 / margin: about 1 mm for 3 cm).
+A pair whose distance hardly changes (a shoulder just above the floor) must then sit
+a little more than that above its own margin, or the constraint is infeasible
+everywhere (SLSQP: "inequality constraints incompatible"): hence the 2 mm of
+`CollisionModel`'s reduced margins. One
 constraint per (sample, pair) was tried first: SLSQP's least-squares subproblem
 with thousands of rows failed ("more than 3n iterations") and took seconds per
 iteration on the UR5. Pairs farther than margin + activation are constant (zero
@@ -31,7 +35,7 @@ class CollisionConstraint:
         self.margin = float(cm.margin)
         self.margins = np.asarray(cm.margins, dtype=float)        # per pair
         self.cap = self.margins + float(activation)
-        self.beta = 10.0 / max(self.margin, 1e-3)
+        self.beta = 30.0 / max(self.margin, 1e-3)
         T = param.duration
         self.set_times(np.linspace(0.0, T, max(2, int(n_samples))))
 
@@ -84,7 +88,8 @@ class CollisionConstraint:
         dq = np.einsum("sp,spi->si", w, J)
         return np.einsum("si,sik->sk", dq, self._Bq)
 
-    def excess(self, x) -> float:
-        """How far (m) the closest sampled pair is inside the margin (0: none)."""
-        D = self.distances(x)
+    def excess(self, x, stride: int = 1) -> float:
+        """How far (m) the closest sampled pair is inside the margin (0: none); on every
+        `stride`-th sample only (a cheap screen) if stride > 1."""
+        D = self.distances(x) if stride == 1 else self.cm.distances(self.q(x)[::stride])
         return float(max(0.0, (self.margins - D).max())) if D.size else 0.0

@@ -15,7 +15,7 @@ distances with their exact gradients.
   by construction: the list is kept in ``skipped_neutral`` and printed). Environment
   pairs closer than the margin at the neutral pose stay checked (the neutral pose is
   then not allowed); if no sampled pose gets them farther than twice the margin, their
-  own margin (``margins``, per pair) is their neutral clearance less 1 mm
+  own margin (``margins``, per pair) is their neutral clearance less 2 mm
   (``reduced_margin``, printed).
 * ``distances(Q)`` gives (N, P) signed distances; ``distances_and_jacobians(Q)`` adds
   dd/dq, the contact normal through the frame Jacobians at the witness points:
@@ -165,7 +165,7 @@ class CollisionModel:
                 # An environment pair that never gets much farther than the margin from the
                 # obstacle (best clearance over random poses < 2 margins: the UR5's upper arm
                 # turns about an axis 8.9 cm above its mounting plane, its hull 2.9-3.2 cm above
-                # it whatever the angle) keeps its clearance at the neutral pose less 1 mm
+                # it whatever the angle) keeps its clearance at the neutral pose less 2 mm
                 # instead of the margin (listed). Otherwise the full margin (the neutral pose
                 # is then simply not allowed).
                 lo = np.where(np.isfinite(self.robot.limits.lower), self.robot.limits.lower, -np.pi)
@@ -182,7 +182,7 @@ class CollisionModel:
                 else:
                     keep.append((i, j, kind))
                     if Dr[k] < 2 * self.margin:
-                        margins[(i, j)] = max(0.0, d - 1e-3)
+                        margins[(i, j)] = max(0.0, d - 2e-3)
                         self.reduced_margin.append((self._names[i], self._names[j], margins[(i, j)]))
             self._set_pairs(keep)
         self.margins = np.array([margins.get((int(i), int(j)), self.margin) for i, j in zip(self._pi, self._pj)])
@@ -279,18 +279,19 @@ class CollisionModel:
             if act.size == 0:
                 continue
             pin.computeJointJacobians(m, d, qp)
-            joints = set(self._ji[act].tolist()) | set(self._jj[act].tolist())
-            Jw = {k: pin.getJointJacobian(m, d, k, pin.WORLD)[:, idx_v] for k in joints if k != 0}
-            for p in act.tolist():
-                r = res[p]
-                nrm = np.asarray(r.normal)
-                row = np.zeros(n)
-                for k, pt, sgn in ((self._jj[p], r.getNearestPoint2(), 1.0), (self._ji[p], r.getNearestPoint1(), -1.0)):
-                    if k == 0:
-                        continue
-                    Jk = Jw[k]
-                    row += sgn * (nrm @ Jk[:3] - np.cross(nrm, pt) @ Jk[3:])
-                J[s, p] = row
+            ja, jb = self._ji[act], self._jj[act]
+            Jall = np.zeros((m.njoints, 6, n))
+            for k in set(ja.tolist()) | set(jb.tolist()):
+                if k != 0:
+                    Jall[k] = pin.getJointJacobian(m, d, k, pin.WORLD)[:, idx_v]
+            rs = [res[p] for p in act.tolist()]
+            nrm = np.array([r.normal for r in rs])
+            p1 = np.array([r.getNearestPoint1() for r in rs])
+            p2 = np.array([r.getNearestPoint2() for r in rs])
+            Ja, Jb = Jall[ja], Jall[jb]
+            J[s, act] = (np.einsum("pi,pij->pj", nrm, Jb[:, :3] - Ja[:, :3])
+                         - np.einsum("pi,pij->pj", np.cross(nrm, p2), Jb[:, 3:])
+                         + np.einsum("pi,pij->pj", np.cross(nrm, p1), Ja[:, 3:]))
         return D, J
 
     def pair_label(self, p: int) -> str:
