@@ -215,36 +215,6 @@ class MultiStartSLSQP(Optimizer):
             return False
         return problem.effort_bound is None or problem.effort_excess(x) == 0
 
-    def refine(self, problem, x0, max_time: float | None = None):
-        """One constrained SLSQP descent from x0 (free of the budget, at most `max_time`
-        seconds): used by the designer after adding collision samples. Returns the best
-        feasible point seen, or None."""
-        import time
-        A, b = problem.linear_constraints_cached
-        cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
-        if problem.effort_bound is not None:
-            cons.append({"type": "ineq", "fun": lambda x: problem.effort_constraints(x)[0],
-                         "jac": lambda x: problem.effort_constraints(x)[1]})
-        if problem.collision is not None:
-            cons.append({"type": "ineq", "fun": problem.collision.values, "jac": problem.collision.jacobian})
-        t0 = time.perf_counter()
-        stop = (lambda: False) if max_time is None else (lambda: time.perf_counter() - t0 > max_time)  # noqa: E731
-        best = {"f": np.inf, "x": None}
-
-        def on_point(f, x):
-            if np.isfinite(f) and f < best["f"] and self._feasible(problem, x, A, b):
-                best.update(f=f, x=x.copy())
-
-        problem.release()
-        problem.smooth = self.smooth if problem.criterion == "cond" else 0.0
-        try:
-            self._local(problem, x0, cons, stop, on_point)
-        except _PhaseOver:
-            pass
-        finally:
-            problem.smooth = 0.0
-        return best["x"]
-
     @staticmethod
     def _value_free(problem, x):
         """Objective without touching the budget (bookkeeping of an already-found point)."""

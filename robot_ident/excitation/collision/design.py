@@ -38,6 +38,38 @@ def _new_times(t, D, margins, limit=60):
     return t[np.clip(idx, 0, n - 1)]
 
 
+def refine(slsqp, problem, x0, max_time: float | None = None):
+    """One constrained SLSQP descent from x0 (outside the optimiser's budget, at most
+    `max_time` seconds), after collision samples were added. Returns the best feasible
+    point seen, or None."""
+    import time
+
+    from ..optimizers import _PhaseOver
+    A, b = problem.linear_constraints_cached
+    cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
+    if problem.effort_bound is not None:
+        cons.append({"type": "ineq", "fun": lambda x: problem.effort_constraints(x)[0],
+                     "jac": lambda x: problem.effort_constraints(x)[1]})
+    cons.append({"type": "ineq", "fun": problem.collision.values, "jac": problem.collision.jacobian})
+    t0 = time.perf_counter()
+    stop = (lambda: False) if max_time is None else (lambda: time.perf_counter() - t0 > max_time)  # noqa: E731
+    best = {"f": np.inf, "x": None}
+
+    def on_point(f, x):
+        if np.isfinite(f) and f < best["f"] and slsqp._feasible(problem, x, A, b):
+            best.update(f=f, x=x.copy())
+
+    problem.release()
+    problem.smooth = slsqp.smooth if problem.criterion == "cond" else 0.0
+    try:
+        slsqp._local(problem, x0, cons, stop, on_point)
+    except _PhaseOver:
+        pass
+    finally:
+        problem.smooth = 0.0
+    return best["x"]
+
+
 def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rounds: int = 6):
     """(x, traj, limit report, collision report) with both valid, or TrajectoryError."""
     from ..optimizers import MultiStartSLSQP
@@ -54,7 +86,7 @@ def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rou
             return x, traj, lrep, crep
         if not crep.valid:
             problem.collision.add_times(_new_times(t, D, cm.margins))
-        xn = slsqp.refine(problem, x, refine_time)
+        xn = refine(slsqp, problem, x, refine_time)
         if xn is None:
             break
         x, traj, lrep = limit_repair(xn)
