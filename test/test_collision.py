@@ -51,7 +51,7 @@ def ur5_cm(ur5):
 
 
 # ------------------------------------------------------------- independent dense check
-def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, dt_self=0.02):
+def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, dt_self=0.04):
     """({geometry: min floor clearance of its mesh vertices}, min mesh-mesh distance over `pair_links`)
     along traj."""
     full = pin.buildModelFromUrdf(str(urdf))
@@ -74,20 +74,21 @@ def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, 
         return x
 
     T = float(traj.duration)
-    low = {gm.geometryObjects[k].name: np.inf for k in moving}
-    for q in traj.sample(np.linspace(0, T, int(np.ceil(T / dt_floor)) + 1))[0]:
+    Q = traj.sample(np.linspace(0, T, int(np.ceil(T / dt_floor)) + 1))[0]
+    R = {k: np.empty((len(Q), 3, 3)) for k in moving}
+    p = {k: np.empty((len(Q), 3)) for k in moving}
+    for s, q in enumerate(Q):
         pin.framesForwardKinematics(full, data, qfull(q))
         pin.updateGeometryPlacements(full, data, gm, gd)
         for k in moving:
-            M = gd.oMg[k]
-            if verts[k] is not None:
-                z = (verts[k] @ M.rotation.T + M.translation)[:, 2]
-            else:   # a box (the UR5's ee_link): its 8 corners
-                h = np.asarray(gm.geometryObjects[k].geometry.halfSide)
-                c = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
-                z = (c @ M.rotation.T + M.translation)[:, 2]
-            name = gm.geometryObjects[k].name
-            low[name] = min(low[name], float(z.min()) - floor)
+            R[k][s], p[k][s] = gd.oMg[k].rotation, gd.oMg[k].translation
+    low = {}
+    for k in moving:
+        if verts[k] is None:     # a box (the UR5's ee_link): its 8 corners
+            h = np.asarray(gm.geometryObjects[k].geometry.halfSide)
+            verts[k] = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
+        z = np.einsum("vj,sj->sv", verts[k], R[k][:, 2, :]) + p[k][:, 2:3]     # z of every vertex
+        low[gm.geometryObjects[k].name] = float(z.min()) - floor
     self_min = np.inf
     if gm.collisionPairs:
         for q in traj.sample(np.linspace(0, T, int(np.ceil(T / dt_self)) + 1))[0]:
@@ -190,8 +191,8 @@ def test_collision_section_parsing(tmp_path):
 # ------------------------------------------------------------------------------ design
 def test_ur5_design_keeps_the_margin_by_an_independent_check(ur5_urdf, ur5, ur5_cm):
     lim = LimitSpec.from_model(ur5, UR5_ACC)
-    spec = DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5, max_time=20.0, seed=1,
-                      n_samples=40, n_constraint=60, collision_samples=60)
+    spec = DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5, max_time=None, max_evals=800,
+                      seed=1, n_samples=40, n_constraint=60, collision_samples=60)
     res = design_excitation(ur5, lim, spec, collision=ur5_cm)
     assert res.valid and res.collision_report.valid and res.cond < 1e4
     floor_clear, self_min = independent_check(ur5_urdf, ur5.joint_names, res.trajectory, self_pair_links(ur5_cm))
@@ -210,8 +211,8 @@ def test_panda_design_keeps_the_margin_by_an_independent_check(panda_urdf):
     r = RobotModel(panda_urdf, PANDA_ARM)
     cm = CollisionModel(r, CollisionSpec(package_dirs=(str(share_dir()),)))
     lim = LimitSpec.from_model(r, [15.0, 7.5, 10.0, 12.5, 15.0, 20.0, 20.0])
-    spec = DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5, max_time=20.0, seed=0,
-                      n_samples=40, n_constraint=60, collision_samples=60)
+    spec = DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5, max_time=None, max_evals=800,
+                      seed=0, n_samples=40, n_constraint=60, collision_samples=60)
     res = design_excitation(r, lim, spec, collision=cm)
     assert res.valid and res.collision_report.valid
     floor_clear, self_min = independent_check(panda_urdf, r.joint_names, res.trajectory, self_pair_links(cm))

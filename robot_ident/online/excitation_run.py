@@ -185,7 +185,8 @@ class ExcitationRun:
         self.collision = collision      # CollisionModel: the excitation and the approach are checked with it
         if collision is not None:
             from ..excitation.collision.check import check_collisions
-            self.collision_report = check_collisions(self.trajectory, collision)
+            # Repetitions pass through the same poses: the base trajectory is checked.
+            self.collision_report = check_collisions(trajectory, collision)
             if not self.collision_report.valid:
                 raise TrajectoryError(f"the excitation collides: {self.collision_report.summary()}")
         self.start_pose = trajectory.sample(np.array([0.0]))[0][0]

@@ -74,9 +74,12 @@ def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rou
     """(x, traj, limit report, collision report) with both valid, or TrajectoryError."""
     from ..optimizers import MultiStartSLSQP
 
-    opts = spec.optimizer_options if spec.optimizer == "slsqp" else {}
+    opts = dict(spec.optimizer_options) if spec.optimizer == "slsqp" else {}
+    opts["maxiter"] = min(int(opts.get("maxiter", 200)), 60)     # a local repair, not a new search
     slsqp = MultiStartSLSQP(**opts)
-    refine_time = max(5.0, 0.2 * (spec.max_time or 30.0))
+    # Rounds share the 15 % of a wall-time budget the designer kept (at least 2 s each);
+    # with an evaluation budget only, each round runs to SLSQP's convergence (reproducible).
+    refine_time = None if spec.max_time is None else max(2.0, 0.15 * spec.max_time / 3)
     traj = param.build(x)
     x, traj, lrep = limit_repair(x)
     for _ in range(rounds):
