@@ -181,6 +181,8 @@ def test_collision_section_parsing(tmp_path):
     assert spec.margin == 0.05 and spec.floor is None and spec.boxes[0].name == "table_edge"
     assert spec.srdf == str(tmp_path / "arm.srdf") and spec.package_dirs == (str(tmp_path / "meshes"),)
     assert parse_collision_section(None) == CollisionSpec()
+    as_map = parse_collision_section({"boxes": {"table_edge": {"size": [0.6, 0.1, 0.8], "xyz": [0.5, 0.0, -0.4]}}})
+    assert as_map.boxes == (BoxSpec("table_edge", (0.6, 0.1, 0.8), (0.5, 0.0, -0.4)),)
     for bad, match in (({"margin": -1}, "margin"), ({"boxes": [{"name": "b"}]}, r"boxes\[0\]: missing size"),
                        ({"boxes": [{"size": [1, 0, 1]}]}, "positive"), ({"flor": 0}, "unknown key"),
                        ({"floor": "low"}, "floor")):

@@ -10,6 +10,8 @@
         allow_without_collision_model: false   # excitation node: run even if the URDF has no geometry
 
 Defaults (section absent): margin 3 cm, floor at z = 0 of the root link, no boxes.
+``boxes`` may also be a mapping ``{table_edge: {size: ..., xyz: ..., rpy: ...}}`` (ROS 2
+parameters cannot hold a list of mappings).
 Relative ``srdf`` and ``package_dirs`` paths are relative to the config file's folder.
 """
 from __future__ import annotations
@@ -105,6 +107,8 @@ def parse_collision_section(d, where: str = "excitation.collision", base_dir: st
             raise ConfigError(f"{where}.floor must be a number [m] or null, got {f!r}")
         kw["floor"] = None if f is None else float(f)
     boxes = d.get("boxes") or []
+    if isinstance(boxes, Mapping):      # {name: {size, xyz, rpy}}: the form ROS 2 parameters can hold
+        boxes = [dict(v, name=k) if isinstance(v, Mapping) else v for k, v in boxes.items()]
     if not isinstance(boxes, list):
         raise ConfigError(f"{where}.boxes must be a list of {{name, size, xyz, rpy}}")
     out, names = [], set()
