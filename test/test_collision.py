@@ -88,7 +88,8 @@ def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, 
             h = np.asarray(gm.geometryObjects[k].geometry.halfSide)
             verts[k] = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
         z = np.einsum("vj,sj->sv", verts[k], R[k][:, 2, :]) + p[k][:, 2:3]     # z of every vertex
-        low[gm.geometryObjects[k].name] = float(z.min()) - floor
+        name = link[k]
+        low[name] = min(low.get(name, np.inf), float(z.min()) - floor)
     self_min = np.inf
     if gm.collisionPairs:
         for q in traj.sample(np.linspace(0, T, int(np.ceil(T / dt_self)) + 1))[0]:
@@ -100,28 +101,31 @@ def independent_check(urdf, joints, traj, pair_links, floor=0.0, dt_floor=1e-3, 
 def floor_ok(cm, low):
     """Every geometry's independent floor clearance >= its floor pair's margin (3 cm, or the
     reduced margin of a structurally close link); returns the overall minimum."""
-    margins = {p.first: m for p, m in zip(cm.pairs, cm.margins) if p.second == "floor"}
+    margins = {link: m for p, m in zip(cm.pairs, cm.margins) if p.second == "floor" for link in p.first.split("+")}
     for name, z in low.items():
         assert z >= margins.get(name, cm.margin) - 1e-6, (name, z)
     return min(low.values())
 
 
 def self_pair_links(cm):
-    return {frozenset((p.link1, p.link2)) for p in cm.pairs if p.kind == "self"}
+    """Link pairs behind the checked body pairs (a body geometry is named link+link+...)."""
+    return {frozenset((a, b)) for p in cm.pairs if p.kind == "self"
+            for a in p.first.split("+") for b in p.second.split("+")}
 
 
 # ------------------------------------------------------------------ model and filtering
 def test_pairs_skip_same_and_adjacent_bodies_and_keep_base_against_forearm(ur5_cm):
     labels = {p.label for p in ur5_cm.pairs}
-    assert "base_link_0 - forearm_link_0" in labels and "base_link_0 - wrist_1_link_0" in labels
+    assert "base_link - forearm_link" in labels and "base_link - wrist_1_link" in labels
     # hulls of the base and the upper arm are 1.4 cm apart at the zero pose: skipped, listed
-    assert ("base_link_0", "upper_arm_link_0") in {p[:2] for p in ur5_cm.skipped_neutral}
-    assert "base_link_0 - shoulder_link_0" not in labels          # adjacent
-    assert "wrist_3_link_0 - ee_link_0" not in labels              # same body
-    assert "forearm_link_0 - floor" in labels and "base_link_0 - floor" not in labels
+    assert ("base_link", "upper_arm_link") in {p[:2] for p in ur5_cm.skipped_neutral}
+    assert "base_link - shoulder_link" not in labels          # adjacent
+    # one hull per body: wrist 3 and the tool box (ee_link) are one geometry
+    assert "wrist_3_link+ee_link" in {p.first for p in ur5_cm.pairs} | {p.second for p in ur5_cm.pairs}
+    assert "forearm_link - floor" in labels and "base_link - floor" not in labels
     # UR5's upper arm turns about an axis 8.9 cm above its base plane: its margin is reduced, listed
-    assert [p[:2] for p in ur5_cm.reduced_margin] == [("shoulder_link_0", "floor"), ("upper_arm_link_0", "floor")]
-    assert "upper_arm_link_0 - floor" in ur5_cm.describe()
+    assert [p[:2] for p in ur5_cm.reduced_margin] == [("shoulder_link", "floor"), ("upper_arm_link", "floor")]
+    assert "upper_arm_link - floor" in ur5_cm.describe()
 
 
 def test_distance_gradient_matches_finite_differences(demo_urdf):
@@ -145,13 +149,16 @@ def test_srdf_disable_collisions_removes_exactly_those_pairs(panda_urdf, tmp_pat
                     '</robot>')
     cm = CollisionModel(r, CollisionSpec(package_dirs=(str(share_dir()),), srdf=str(srdf)))
     removed = {(p.link1, p.link2) for p in base.pairs} - {(p.link1, p.link2) for p in cm.pairs}
-    assert removed == {("panda_link0", "panda_link7"), ("panda_link1", "panda_link5")}
-    assert len(cm.skipped_srdf) == 2 and cm.n_pairs == base.n_pairs - 2
+    # link 7's body also holds the hand and fingers, which the SRDF does not disable against
+    # link 0: that body pair stays checked
+    assert removed == {("panda_link1", "panda_link5")}
+    assert len(cm.skipped_srdf) == 1 and cm.n_pairs == base.n_pairs - 1
     vendor = CollisionModel(r, CollisionSpec(package_dirs=(str(share_dir()),),
                                              srdf=str(panda_urdf.parents[1] / "srdf" / "panda.srdf")))
     assert vendor.n_pairs < base.n_pairs and "by the SRDF" in vendor.describe()
     # neutral-pose contacts are listed (the hand's hull touches link 5 when the arm is at zero)
-    assert ("panda_link5_0", "panda_hand_0") in {p[:2] for p in base.skipped_neutral}
+    assert ("panda_link5", "panda_link7+panda_hand+panda_leftfinger+panda_rightfinger") in \
+        {p[:2] for p in base.skipped_neutral}
     with pytest.raises(ConfigError, match="SRDF file not found"):
         CollisionModel(r, CollisionSpec(package_dirs=(str(share_dir()),), srdf=str(tmp_path / "none.srdf")))
 
@@ -168,7 +175,7 @@ def test_package_resolution_and_missing_mesh_names_the_link(ur5_urdf, tmp_path, 
     except OSError:
         pytest.skip("example-robot-data folder is read-only")
     try:
-        assert CollisionModel(RobotModel(local)).n_robot_geometries == 8
+        assert CollisionModel(RobotModel(local)).n_robot_geometries == 7     # one hull per body
     finally:
         local.unlink()
 
@@ -240,9 +247,9 @@ def test_hand_made_trajectory_through_the_base_is_refused_by_designs_check(ur5):
     traj = through_base(ur5)
     rep = check_collisions(traj, cm)
     assert not rep.valid and rep.closest_distance < -0.02
-    assert any(v["pair"].startswith("base_link_0") for v in rep.violations)
+    assert any(v["pair"].startswith("base_link -") for v in rep.violations)
     from robot_ident.excitation.collision.safety import verify_trajectory
-    with pytest.raises(TrajectoryError, match="collides: .*base_link_0"):
+    with pytest.raises(TrajectoryError, match="collides: .*base_link -"):
         verify_trajectory(traj, LimitSpec.from_model(ur5, UR5_ACC), ur5, cm)
 
 
@@ -292,10 +299,10 @@ def test_simulate_and_excitation_node_refuse_the_trajectory_through_the_base(ur5
     save_trajectory(tf, TrajectoryFile(through_base(ur5), collision_report=CollisionReport(
         True, True, 0.03, 1e-3, 12001, 20, "base_link_0 - forearm_link_0", 0.3, 1.0)))
     assert load_trajectory(tf).collision_report.valid
-    with pytest.raises(TrajectoryError, match="collides: .*base_link_0"):
+    with pytest.raises(TrajectoryError, match="collides: .*base_link -"):
         simulate_to_bag(ur5_urdf, cfg, tf, tmp_path / "bag")
     assert not (tmp_path / "bag").exists()
-    with pytest.raises(TrajectoryError, match="collides: .*base_link_0"):
+    with pytest.raises(TrajectoryError, match="collides: .*base_link -"):
         prepare_excitation(ur5_urdf, cfg, tf)
     cm = CollisionModel(ur5, CollisionSpec(floor=None, package_dirs=(str(share_dir()),)))
     with pytest.raises(TrajectoryError, match="the excitation collides"):

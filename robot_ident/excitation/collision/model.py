@@ -2,7 +2,8 @@
 GeometryModel (coal underneath), the environment, the checked pairs, and signed
 distances with their exact gradients.
 
-* Meshes are replaced by their convex hulls (qhull through coal, `convex_hull`):
+* The meshes and boxes of each body (a joint of the reduced model, with the links locked
+  or fixed to it) are replaced by one convex hull (qhull through coal, `convex_hull`):
   a hull contains the mesh, so a distance kept on hulls is kept on the meshes (a
   conservative check), and hull-hull distances are signed (penetration depth from
   EPA) with witness points and normal, which the optimiser needs; they are also an
@@ -68,6 +69,53 @@ def convex_hull(vertices: np.ndarray, name: str = ""):
         return coal.Convex(hp, tris)
 
 
+def _points(g) -> np.ndarray | None:
+    """Points whose convex hull is the geometry, in its joint's frame (meshes: vertices; boxes:
+    corners); None for curved primitives (kept as they are)."""
+    geo = g.geometry
+    if hasattr(geo, "vertices"):
+        v = np.asarray(geo.vertices())
+    elif isinstance(geo, coal.Box):
+        h = np.asarray(geo.halfSide)
+        v = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
+    else:
+        return None
+    return v @ g.placement.rotation.T + g.placement.translation
+
+
+def _body_hulls(model, gm):
+    """One convex hull per body (joint of the reduced model) of all its mesh and box
+    geometries; curved primitives stay separate. Returns the new GeometryModel and, per
+    geometry, the links it covers. A body's hull contains each of its parts (conservative),
+    and the Panda's hand, fingers and link 7 then make one geometry instead of ten: far
+    fewer pairs, and no same-body pairs."""
+    out, members = pin.GeometryModel(), []
+    groups: dict[int, list] = {}
+    for g in gm.geometryObjects:
+        groups.setdefault(int(g.parentJoint), []).append(g)
+    for joint, gs in groups.items():
+        pts, links, rest = [], [], []
+        for g in gs:
+            p = _points(g)
+            link = model.frames[g.parentFrame].name
+            if p is None:
+                rest.append((g, link))
+            else:
+                pts.append(p)
+                if link not in links:
+                    links.append(link)
+        if pts:
+            name = "+".join(links)
+            first = next(g for g in gs if _points(g) is not None)
+            out.addGeometryObject(pin.GeometryObject(name, joint, first.parentFrame, pin.SE3.Identity(),
+                                                     convex_hull(np.vstack(pts), name)))
+            members.append(tuple(links))
+        for g, link in rest:
+            out.addGeometryObject(pin.GeometryObject(g))
+            members.append((link,))
+    return out, members
+
+
 @dataclass(frozen=True)
 class Pair:
     first: str          # geometry names (robot geometry: <link>_<k>)
@@ -101,9 +149,7 @@ class CollisionModel:
                 gm = pin.buildGeomFromUrdfString(model, xml, pin.COLLISION)
             except Exception as exc:  # Pinocchio raises ValueError/RuntimeError by version
                 raise ModelError(f"Pinocchio cannot read the collision geometry of {robot.urdf_label}: {exc}") from exc
-        for g in gm.geometryObjects:
-            if hasattr(g.geometry, "vertices"):          # a mesh (BVH model)
-                g.geometry = convex_hull(np.asarray(g.geometry.vertices()), g.name)
+        gm, members = _body_hulls(model, gm)
         self.n_robot_geometries = len(gm.geometryObjects)
         env = []
         if self.has_geometry and self.spec.floor is not None:
@@ -116,8 +162,10 @@ class CollisionModel:
             gm.addGeometryObject(g)
         self.geom_model = gm
         self._names = [g.name for g in gm.geometryObjects]
-        self._link = [model.frames[g.parentFrame].name if i < self.n_robot_geometries else g.name
+        self._link = [members[i][0] if i < self.n_robot_geometries else g.name
                       for i, g in enumerate(gm.geometryObjects)]
+        self._members = [members[i] if i < self.n_robot_geometries else (g.name,)
+                         for i, g in enumerate(gm.geometryObjects)]
         self._joint = np.array([g.parentJoint for g in gm.geometryObjects], dtype=int)
         self._build_pairs()
 
@@ -149,7 +197,8 @@ class CollisionModel:
             dis = disabled_link_pairs(self.spec.srdf)
             keep = []
             for i, j, kind in cands:
-                if frozenset((self._link[i], self._link[j])) in dis:
+                # a body pair is skipped when the SRDF disables every link pair between them
+                if all(frozenset((a, b)) in dis for a in self._members[i] for b in self._members[j]):
                     self.skipped_srdf.append((self._names[i], self._names[j]))
                 else:
                     keep.append((i, j, kind))
