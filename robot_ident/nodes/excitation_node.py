@@ -160,7 +160,8 @@ class ExcitationNode(Node):
             self._publish_state(Phase.ABORTED, f"cannot prepare the excitation: {exc}")
             return
         self.get_logger().info(f"excitation: {plan.source}, {self._settings.repetitions} x "
-                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}")
+                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}; "
+                               f"{plan.collision_report.summary()}")
         with self._lock:
             self.run = run
         self._publish_state(Phase.IDLE, "ready")
