@@ -48,7 +48,8 @@ def convex_hull(vertices: np.ndarray, name: str = ""):
     vertex and the mesh's own adjacency, and the hill-climbing support function then stops
     in a local optimum: the UR5's upper arm pointing 0.39 m into the floor was reported
     3 cm above it."""
-    pts = coal.StdVec_Vec3s()
+    vec3 = getattr(coal, "StdVec_Vec3s", None) or coal.StdVec_Vec3f      # coal | hpp-fcl (Pinocchio 3)
+    pts = vec3()
     for v in vertices:
         pts.append(np.asarray(v, dtype=float))
     try:
@@ -60,7 +61,7 @@ def convex_hull(vertices: np.ndarray, name: str = ""):
         except Exception as exc:  # noqa: BLE001 - flat or degenerate mesh
             raise ModelError(f"collision mesh {name!r}: cannot build its convex hull: {exc}") from exc
         remap = {int(v): k for k, v in enumerate(h.vertices)}
-        hp = coal.StdVec_Vec3s()
+        hp = vec3()
         for v in vertices[h.vertices]:
             hp.append(np.asarray(v, dtype=float))
         tris = coal.StdVec_Triangle()
