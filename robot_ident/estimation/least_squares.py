@@ -25,7 +25,7 @@ RANK_TOL = 1e-8
 
 
 def _check(problem: IdentificationProblem) -> None:
-    M, p = problem.W.shape
+    M, p = problem.n_rows, problem.W.shape[1]
     if M < p:
         raise IdentificationError(f"{M} equations for {p} base parameters: record more (moving) samples")
     if not np.isfinite(problem.W).all():
@@ -65,10 +65,10 @@ def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray,
 
 def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(problem.joint_names)
-    counts = np.bincount(problem.joint_of_row, minlength=n).astype(float)
+    counts = problem.rows_per_joint()
     ss = np.bincount(problem.joint_of_row, weights=r ** 2, minlength=n)
     rms = np.sqrt(ss / np.maximum(counts, 1))
-    M, p = problem.W.shape
+    M, p = problem.n_rows, problem.W.shape[1]
     dof = counts - p * counts / M
     sigma = np.sqrt(ss / np.maximum(dof, 1.0))
     return rms, sigma
@@ -77,7 +77,7 @@ def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarra
 def ols(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = W.shape
+    M, p = problem.n_rows, W.shape[1]
     x, inv, r, cond = _solve(W, y, problem.param_names)
     sigma2 = float(r @ r) / max(M - p, 1)
     cov = sigma2 * inv
@@ -88,7 +88,7 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
 def wls(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = W.shape
+    M, p = problem.n_rows, W.shape[1]
     _, _, r0, cond = _solve(W, y, problem.param_names)
     _, sigma_j = _per_joint(problem, r0)
     if (sigma_j <= 0).any():

@@ -327,7 +327,7 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
 
     # Uncertainty by linearisation at the solution (data + prior information).
     Jx = jac(sol.x)
-    M, p = problem.W.shape
+    M, p = problem.n_rows, problem.W.shape[1]
     r_data = R @ theta - z
     s2 = (float(r_data @ r_data) + rest_ss) / max(M - p, 1)
     try:

@@ -111,8 +111,12 @@ class IdentifyOutcome:
 
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
-                 progress: Progress | None = None, plots: bool = True) -> IdentifyOutcome:
+                 progress: Progress | None = None, plots: bool = True, streaming: bool = True) -> IdentifyOutcome:
+    """`streaming` (default): bounded memory, chunk by chunk (offline.streaming), same
+    numbers; recordings it does not handle (a looped bag) fall back to the in-memory path."""
+    from ..data.stream_sync import NeedsWholeRecording
     from ..io.config import load_config
+    from .streaming import identify_streamed
 
     progress = progress or Progress(quiet=True)
     cfg = load_config(config_path)
@@ -124,6 +128,11 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     icfg = identification_config(section)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
+    if streaming:
+        try:
+            return identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
+        except NeedsWholeRecording as exc:
+            progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     parts, summary = read_processed(bag, cfg, settings, progress)
     ident_data, valid_data = split_holdout(parts, icfg.holdout)
     with progress.stage("identify"):
