@@ -168,25 +168,22 @@ class ChunkedSync:
         return concat_streams(now) if now else None
 
     def _clean_tail(self, s: JointStream, role: str, since: float, velocity: bool) -> JointStream | None:
-        """Valid samples (finite used fields, sorted, first of equal stamps) stamped >= since."""
-        keep = s.stamps >= since
-        if not keep.any():
+        """Valid samples (finite used fields, sorted, first of equal stamps) stamped >= since,
+        in the stream's own form (so that they join the next piece without conversion)."""
+        keep = np.flatnonzero(s.stamps >= since)
+        if not keep.size:
             return None
-        s = s.select(keep)
+        tail = s.select(keep)
         used = [self.fields["states"]] + ([self.fields["velocity"]] if velocity else []) \
             if role == "states" else [self.fields["efforts"]]
-        mats = {f: s.matrix(f, self.joints) for f in used}
-        ok = np.all([np.isfinite(m).all(axis=1) for m in mats.values()], axis=0)
+        ok = np.all([np.isfinite(tail.matrix(f, self.joints)).all(axis=1) for f in used], axis=0)
         idx = np.flatnonzero(ok)
-        idx = idx[np.argsort(s.stamps[idx], kind="stable")]
-        st = s.stamps[idx]
+        idx = idx[np.argsort(tail.stamps[idx], kind="stable")]
+        st = tail.stamps[idx]
         first = np.ones(st.size, bool)
         first[1:] = st[1:] != st[:-1]
         idx = idx[first]
-        if not idx.size:
-            return None
-        return JointStream(s.topic, s.stamps[idx], self.joints, {f: m[idx] for f, m in mats.items()},
-                           None if s.received is None else s.received[idx])
+        return tail.select(idx) if idx.size else None
 
     def _round(self, boundary: float) -> list[tuple[int, Recording]]:
         S, E = self._take("states", boundary), self._take("efforts", boundary)
