@@ -243,7 +243,7 @@ def test_streaming_identify_gives_the_in_memory_parameters(sim_bag, demo_urdf, m
 
 
 def test_row_based_methods_bound_their_rows(sim_bag, demo_urdf, monkeypatch):
-    from robot_ident.offline import streaming
+    from robot_ident.estimation import streamed as streaming
     from robot_ident.offline.bag_workflow import identify_bag
     monkeypatch.setattr(streaming, "MAX_ROWS_IN_MEMORY", 1000)
     with pytest.raises(IdentificationError, match="needs every regressor row in memory: .* exceed the limit"):

@@ -116,7 +116,7 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     numbers; recordings it does not handle (a looped bag) fall back to the in-memory path."""
     from ..data.stream_sync import NeedsWholeRecording
     from ..io.config import load_config
-    from .streaming import identify_streamed
+    from ..estimation.streamed import identify_streamed
 
     progress = progress or Progress(quiet=True)
     cfg = load_config(config_path)
@@ -130,7 +130,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     settings = icfg.settings
     if streaming:
         try:
-            return identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
+            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
+            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary)
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     parts, summary = read_processed(bag, cfg, settings, progress)

@@ -11,16 +11,19 @@ with the numbers and what to do instead.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.bag_processed import process_bag
 from ..errors import IdentificationError
-from ..estimation import ESTIMATORS
-from ..estimation.compressed import accumulate, validate_store
-from ..estimation.pipeline import base_parameters, identify, validate_result
 from ..io.result_folder import write_result_folder
+from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
+from . import ESTIMATORS, IdentificationResult
+from .compressed import accumulate, validate_store
+from .pipeline import base_parameters, identify, validate_result
+from .validation import ValidationReport
 
 COMPRESSED_METHODS = ("ols", "wls", "physical")
 # Regressor rows the row-based estimators may hold: the standard and base regressors of
@@ -28,17 +31,29 @@ COMPRESSED_METHODS = ("ols", "wls", "physical")
 MAX_ROWS_IN_MEMORY = 400_000
 
 
-def identify_streamed(bag, cfg, icfg, model, progress: Progress, config_path, output, plots: bool = True):
-    """The streaming counterpart of `bag_workflow.identify_bag` after the config is
-    parsed; returns the same `IdentifyOutcome`. Runs with one BLAS thread: its
-    factorisations are many small ones (see util.blas), 10-100x faster so on a busy machine."""
+@dataclass
+class StreamedOutcome:
+    model: RobotModel
+    result: IdentificationResult
+    validation: ValidationReport | None
+    output: Path | None
+    sync_summary: str
+    identified_urdf: Path | None = None
+
+
+def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
+                      plots: bool = True, source: dict | None = None) -> StreamedOutcome:
+    """Identify a bag with the parsed config `cfg` (io.config), identification config
+    `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
+    `output` unless None. Used by ``robot-ident identify`` and the identification node.
+    Runs with one BLAS thread: its factorisations are many small ones (see util.blas),
+    10-100x faster so on a busy machine."""
     with single_threaded_blas():
-        return _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
+        return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
+                                  plots, source)
 
 
-def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots):
-    from .bag_workflow import IdentifyOutcome
-
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source):
     settings = icfg.settings
     thr, guard = settings.moving_threshold, settings.guard_s
     with progress.stage("read bag"):
@@ -80,10 +95,13 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         summary = pb.summary
     finally:
         pb.store.close()
+    if output is None:
+        return StreamedOutcome(model, result, validation, None, summary)
     out = Path(output)
     with progress.stage("write"):
-        extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary, "read": "streaming"}}
-        write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots)
-    return IdentifyOutcome(model, result, validation, out, summary)
+        src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
+               "synchronisation": summary, "read": "streaming"}
+        src.update(source or {})
+        urdf = write_result_folder(out, model, result, validation, plot_data, {"source": src}, config_path, plots)
+    return StreamedOutcome(model, result, validation, out, summary, urdf)
 
