@@ -24,7 +24,7 @@ from .bag import _MSGTYPE, BagError, _open
 from .cdr import decode
 from .joint_stream import JointStream
 
-DEFAULT_BATCH = 50_000
+DEFAULT_BATCH = 20_000
 
 
 def _select(reader, path, topics: Mapping[str, tuple[str, str | None]]):
