@@ -11,7 +11,9 @@ in a fresh process:
             arrays), messages per second, sqlite3 and mcap;
   identify  the whole command ``python -m robot_ident.cli identify --no-plots`` with
             ``wls`` and ``physical`` (sqlite3 bag): wall time of the process (imports
-            included) and its peak resident memory (VmHWM).
+            included), its CPU time (user + system: what it costs on an idle core; on a
+            shared machine the wall time is an upper bound) and its peak resident
+            memory (VmHWM).
 
 Peak memory should not grow with the recording: the last column compares each peak with
 the 60 s one. Add ``--in-memory`` to run the old whole-recording path for comparison
@@ -124,12 +126,12 @@ def child_read(bag: str, config: str) -> dict:
     cfg = load_config(config)
     topics = {cfg.joint_states_topic: ("joint_state", None),
               cfg.current_topic: (cfg.current_kind, cfg.current_interface)}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     n = 0
     for chunk in bag_chunks(bag, topics):
         n += sum(len(s) for s in chunk.values())
-    dt = time.perf_counter() - t0
-    return {"messages": n, "seconds": dt, "rate": n / dt, "peak_rss_mb": _maxrss_mb()}
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"messages": n, "seconds": dt, "rate": n / dt, "cpu_rate": n / cpu, "peak_rss_mb": _maxrss_mb()}
 
 
 def child_identify(bag: str, urdf: str, config: str, method: str, out: str, in_memory: bool) -> dict:
@@ -150,12 +152,15 @@ def run_child(*args) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, __file__, "--child", *map(str, args)]
     t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["wall_s"] = wall
+    out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return out
 
 
@@ -229,12 +234,12 @@ def main() -> None:
             row = {"arm": label, "joints": n, "duration": d}
             for st, b in bags.items():
                 o = run_child("read", b, cfg_path)
-                row[f"read_{st}"] = o["rate"]
+                row[f"read_{st}"], row[f"read_cpu_{st}"] = o["rate"], o["cpu_rate"]
                 row["messages"] = o["messages"]
             main_bag = bags[args.storages[0]]
             for m in args.methods:
                 o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"res_{arm}_{m}_{d:g}", "0")
-                row[f"{m}_s"], row[f"{m}_rss"] = o["wall_s"], o["peak_rss_mb"]
+                row[f"{m}_s"], row[f"{m}_cpu"], row[f"{m}_rss"] = o["wall_s"], o["cpu_s"], o["peak_rss_mb"]
                 if args.in_memory:
                     o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"mem_{arm}_{m}_{d:g}", "1")
                     row[f"{m}_mem_s"], row[f"{m}_mem_rss"] = o["wall_s"], o["peak_rss_mb"]
@@ -247,10 +252,12 @@ def main() -> None:
 def _format_row(row, args, rows) -> str:
     first = next(r for r in rows if r["arm"] == row["arm"])
     parts = [f"{row['arm']:<28}{row['duration']:>6.0f} s {row['messages']:>8d} msg"]
-    parts += [f"read {st} {row[f'read_{st}'] / 1e3:6.1f} k msg/s" for st in args.storages]
+    parts += [f"read {st} {row[f'read_{st}'] / 1e3:6.1f} k msg/s (CPU {row[f'read_cpu_{st}'] / 1e3:6.1f} k)"
+              for st in args.storages]
     for m in args.methods:
         growth = 100 * (row[f"{m}_rss"] / first[f"{m}_rss"] - 1)
-        parts.append(f"{m} {row[f'{m}_s']:5.1f} s, peak RSS {row[f'{m}_rss']:4.0f} MiB ({growth:+.1f} %)")
+        parts.append(f"{m} {row[f'{m}_s']:5.1f} s (CPU {row[f'{m}_cpu']:5.1f} s), peak RSS "
+                     f"{row[f'{m}_rss']:4.0f} MiB ({growth:+.1f} %)")
         if args.in_memory:
             parts.append(f"[in memory {row[f'{m}_mem_s']:5.1f} s, {row[f'{m}_mem_rss']:4.0f} MiB]")
     return " | ".join(parts)

@@ -275,3 +275,24 @@ def test_progress_bar_rate_and_eta():
     with p.stage("read bag"):
         p.counter("msg")(10, 10)
     assert "%" not in log.getvalue() and "msg/s)" in log.getvalue()
+
+
+def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_path):
+    from robot_ident.data.signals import concatenate as cat
+    from robot_ident.estimation.validation import rms_report
+    from robot_ident.io.results import load_result
+    from robot_ident.offline.bag_workflow import identify_bag, read_processed, validate_bag
+    out = tmp_path / "res"
+    identify_bag(sim_bag / "bag", demo_urdf, CONFIG, out, method="wls", plots=False)
+    got = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True)).report
+    d, base, values, _ = load_result(out)
+    cfg = load_config(out / "config.yaml")
+    icfg = identification_config(cfg.section("identification"))
+    model = RobotModel((out / "model.urdf").read_text(), cfg.joints)
+    data = cat(read_processed(sim_bag / "bag", cfg, icfg.settings, Progress(quiet=True))[0])
+    s = d["settings"]
+    pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+    ref = rms_report(data.t, data.effort_raw, pred, model.joint_names,
+                     data.moving_mask(s["moving_threshold"], s["reversal_guard_s"]))
+    assert np.array_equal(got.n_samples, ref.n_samples)
+    assert np.allclose(got.rms, ref.rms, rtol=1e-9) and np.allclose(got.max_abs_error, ref.max_abs_error, rtol=1e-9)

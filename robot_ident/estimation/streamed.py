@@ -105,3 +105,31 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         urdf = write_result_folder(out, model, result, validation, plot_data, {"source": src}, config_path, plots)
     return StreamedOutcome(model, result, validation, out, summary, urdf)
 
+
+
+class _BaseValues:
+    """`predict` of given base parameter values (a loaded result)."""
+
+    def __init__(self, base, values):
+        self.base, self.values = base, values
+
+    def predict(self, model, q, qd, qdd):
+        return (self.base.regressor(model.regressor(q, qd, qdd)) @ self.values).reshape(-1, model.n)
+
+
+def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
+                      noise_std=None, progress: Progress | None = None) -> tuple[ValidationReport, int]:
+    """Validation of base parameter `values` on a whole bag in bounded memory (the
+    ``validate`` command): (report, processed samples)."""
+    progress = progress or Progress(quiet=True)
+    with single_threaded_blas():
+        with progress.stage("read bag"):
+            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"))
+        try:
+            N = pb.store.n_samples
+            with progress.stage("validate"):
+                report = validate_store(_BaseValues(base, values), model, pb.store, 0, N, threshold, guard_s,
+                                        noise_std=noise_std, progress=progress.counter("samples"))
+        finally:
+            pb.store.close()
+    return report, N

@@ -176,17 +176,24 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
-    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
-    data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
-    with progress.stage("validate"):
-        pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
-                            noise_std=sigma, moving_threshold=thr)
-    doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
+    sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
+    from ..data.stream_sync import NeedsWholeRecording
+    from ..estimation.streamed import validate_streamed
+    try:                                # bounded memory; a looped bag is read at once
+        report, n_samples = validate_streamed(bag, cfg, icfg.settings.filter, model, base, values, thr, guard,
+                                              sigma, progress)
+    except NeedsWholeRecording:
+        parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+        data = concatenate(parts)
+        n_samples = data.n_samples
+        with progress.stage("validate"):
+            pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+            report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
+                                noise_std=sigma, moving_threshold=thr)
+    doc = {"bag": str(bag), "result": str(rdir), "samples": int(n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
            "joints": report.as_dict()}

@@ -253,6 +253,7 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     if rec.bag is None:
         return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
                                 plots, source)
+    from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.pipeline import identification_config, load_model
     from ..estimation.streamed import identify_streamed
 
@@ -263,7 +264,17 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
     src = dict(source or {}, recording=str(rec.bag))
-    o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src)
+    try:
+        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src)
+    except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
+        from ..data.bag import read_streams
+        topics = {cfg.joint_states_topic: ("joint_state", None)}
+        if cfg.current_topic != cfg.joint_states_topic:
+            topics[cfg.current_topic] = (cfg.current_kind, cfg.current_interface
+                                         if cfg.current_kind == "dynamic_joint_state" else None)
+        streams = read_streams(rec.bag, topics)
+        return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
+                                config_path, method, repetitions, plots, src)
     urdf_text = None
     if o.identified_urdf is not None:
         urdf_text = Path(o.identified_urdf).read_text(encoding="utf-8")
