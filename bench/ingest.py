@@ -29,6 +29,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,6 +222,9 @@ def main() -> None:
         rec = None
         for d in sorted(args.durations):
             bags = {st: work / f"{arm}_{st}_{d:g}s" for st in args.storages}
+            for b in bags.values():
+                if b.exists() and not (b / "metadata.yaml").exists():    # an interrupted write
+                    shutil.rmtree(b)
             if not all(b.exists() for b in bags.values()):
                 if rec is None:
                     t0 = time.perf_counter()
