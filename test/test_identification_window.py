@@ -162,3 +162,30 @@ def test_window_transitions():
 def test_holdout_fraction():
     assert holdout_fraction(0.2, 0) == 0.2 and holdout_fraction(0.2, 1) == 0.2
     assert holdout_fraction(0.2, 4) == 0.25
+
+
+def test_bag_recorder_keeps_duck_typed_messages(tmp_path):
+    """rclpy-like messages (array.array fields) in, the same values out of the bag."""
+    import array
+    from types import SimpleNamespace as NS
+
+    from robot_ident.data.bag_stream import bag_chunks
+    win = RecordingWindow("/joint_states", "/currents", "joint_state", bag_root=tmp_path, storage="sqlite3")
+    win.start()
+    for k in range(50):
+        hdr = NS(stamp=NS(sec=100 + k // 10, nanosec=(k % 10) * 100_000_000), frame_id="")
+        win.add_joint_state(NS(header=hdr, name=["a", "b"], position=array.array("d", [k, -k]),
+                               velocity=array.array("d", [0.5, 0.25]), effort=array.array("d")), 5 + k)
+        win.add_current(NS(header=hdr, name=["b", "a"], position=array.array("d"),
+                           velocity=array.array("d"), effort=array.array("d", [2.0 * k, 3.0])), 6 + k)
+    ok, _, rec = win.stop()
+    assert ok and rec.messages == 100
+    topics = {"/joint_states": ("joint_state", None), "/currents": ("joint_state", None)}
+    got = {}
+    for chunk in bag_chunks(rec.bag, topics):
+        got.update(chunk)
+    js, cur = got["/joint_states"], got["/currents"]
+    assert np.array_equal(js.matrix("position", ["a", "b"])[:, 1], -np.arange(50.0))
+    assert np.isnan(js.matrix("effort", ["a"])).all()
+    assert np.array_equal(cur.matrix("effort", ["a", "b"])[:, 1], 2.0 * np.arange(50))
+    assert js.stamps[12] == 101_200_000_000 and np.array_equal(cur.received, 6 + np.arange(50))
