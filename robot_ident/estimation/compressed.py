@@ -35,7 +35,7 @@ from .problem import IdentificationProblem
 from .validation import ValidationReport
 
 CHUNK_SAMPLES = 4000
-PLOT_POINTS = 20_000     # samples kept for the plots of a streamed identification
+PLOT_POINTS = 10_000     # samples kept for the plots of a streamed identification
 
 
 class CompressedAccumulator:

@@ -21,7 +21,7 @@ from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
 from . import ESTIMATORS, IdentificationResult
-from .compressed import accumulate, validate_store
+from .compressed import PLOT_POINTS, accumulate, validate_store
 from .pipeline import base_parameters, identify, validate_result
 from .validation import ValidationReport
 
@@ -64,9 +64,10 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         cut = int(round((1.0 - icfg.holdout) * N)) if icfg.holdout > 0 else N
         base = base_parameters(model, settings)
         validation = None
+        points = PLOT_POINTS if plots else 16      # samples kept for the plots
         if settings.method in COMPRESSED_METHODS:
             with progress.stage("identify"):
-                acc, plot_data = accumulate(store, 0, cut, model, base, thr, guard,
+                acc, plot_data = accumulate(store, 0, cut, model, base, thr, guard, plot_points=points,
                                             progress=progress.counter("samples"))
                 problem = acc.problem()
                 result = ESTIMATORS[settings.method](problem)
@@ -76,7 +77,7 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
                                      "rows_kept_fraction": problem.n_rows / (cut * model.n)})
             if cut < N:
                 with progress.stage("validate"):
-                    validation = validate_store(result, model, store, cut, N, thr, guard,
+                    validation = validate_store(result, model, store, cut, N, thr, guard, plot_points=points,
                                                 progress=progress.counter("samples"))
         else:
             if cut * model.n > MAX_ROWS_IN_MEMORY:
@@ -129,6 +130,7 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
             N = pb.store.n_samples
             with progress.stage("validate"):
                 report = validate_store(_BaseValues(base, values), model, pb.store, 0, N, threshold, guard_s,
+                                        plot_points=16,
                                         noise_std=noise_std, progress=progress.counter("samples"))
         finally:
             pb.store.close()
