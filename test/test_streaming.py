@@ -296,3 +296,24 @@ def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_p
                      data.moving_mask(s["moving_threshold"], s["reversal_guard_s"]))
     assert np.array_equal(got.n_samples, ref.n_samples)
     assert np.allclose(got.rms, ref.rms, rtol=1e-9) and np.allclose(got.max_abs_error, ref.max_abs_error, rtol=1e-9)
+
+
+def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
+    """`robot-ident identify --stream` runs the bounded-memory path: the in-memory path's
+    parameters, standard deviations flagged as white-residual ones; other inputs refused."""
+    import yaml
+
+    from robot_ident.cli import main
+    from robot_ident.offline.bag_workflow import identify_bag
+    out = tmp_path / "cli_stream"
+    argv = ["identify", "--stream", "--bag", str(sim_bag / "bag"), "--urdf", str(demo_urdf), "--config", str(CONFIG),
+            "--output", str(out), "--method", "wls", "--no-plots", "--quiet"]
+    assert main(argv) == 0
+    doc = yaml.safe_load((out / "result.yaml").read_text())
+    ref = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "mem", method="wls", plots=False,
+                       streaming=False)
+    assert rel([p["value"] for p in doc["base_parameters"]], ref.result.values) < 1e-9
+    streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False)
+    assert "white residuals" in streamed.result.extra["std_model"]
+    assert "std_model" not in ref.result.extra          # in memory: HAC from the residual time series
+    assert main(argv[:-4] + ["--output", str(tmp_path / "x"), "--table", "t.csv", "--quiet"]) == 2
