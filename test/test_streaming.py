@@ -193,13 +193,23 @@ def test_compressed_problem_gives_the_full_problems_estimates(demo_problem):
     assert np.array_equal(acc.counts, np.bincount(full.joint_of_row, minlength=model.n))
     for est in (ols, wls):
         a, b = est(comp), est(full)
-        assert rel(a.values, b.values) < 1e-9 and rel(a.std, b.std) < 1e-8
+        assert rel(a.values, b.values) < 1e-9
+        # no residual time series in a compressed problem: white-noise std, flagged as such
+        assert "white residuals" in a.extra["std_model"] and "std_model" not in b.extra
+        if est is ols:
+            r = full.y - full.W @ b.values
+            s2 = float(r @ r) / (full.n_rows - full.W.shape[1])
+            white = np.sqrt(np.diag(s2 * np.linalg.inv(full.W.T @ full.W)))
+            assert rel(a.std, white) < 1e-6
         assert a.condition_number == pytest.approx(b.condition_number, rel=1e-9)
         assert np.allclose(a.residual_rms, b.residual_rms, rtol=1e-9)
         assert np.allclose(a.joint_sigma, b.joint_sigma, rtol=1e-9)
     with single_threaded_blas():
         a, b = physically_consistent(comp), physically_consistent(full)
-    assert rel(a.values, b.values) < 1e-7
+    # its data term is weighted by the WLS covariance: white on the compressed problem, HAC
+    # on the rows, so the two estimates differ a little (the fit to the data does not)
+    assert rel(a.values, b.values) < 1e-2
+    assert np.allclose(a.residual_rms, b.residual_rms, rtol=1e-3)
     x = a.values
     raw = data.effort_raw[full.sample_of_row, full.joint_of_row]
     direct = np.sqrt(np.bincount(full.joint_of_row, weights=(raw - full.W @ x) ** 2, minlength=model.n)
@@ -231,6 +241,10 @@ def test_streaming_identify_gives_the_in_memory_parameters(sim_bag, demo_urdf, m
     b = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"m_{method}", method=method, plots=False,
                      streaming=False)
     assert a.result.extra.get("raw_residual_rms") and (sim_bag / f"s_{method}" / "result.yaml").is_file()
+    if method == "physical":    # see test_compressed_problem_gives_the_full_problems_estimates
+        assert rel(a.result.values, b.result.values) < 1e-2
+        assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-3)
+        return
     assert rel(a.result.values, b.result.values) < 1e-9
     assert a.result.n_rows == b.result.n_rows and a.result.n_samples == b.result.n_samples
     assert a.result.condition_number == pytest.approx(b.result.condition_number, rel=1e-9)

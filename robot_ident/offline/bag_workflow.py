@@ -232,7 +232,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         if not streamable:
             raise NeedsWholeRecording("not streamed")
         report, n_samples = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard,
-                                              sigma, progress)
+                                              sigma, progress, samples_folder=rdir)
     except NeedsWholeRecording:
         parts, _ = read_processed(bag, cfg, vsettings, progress)
         data = concatenate(parts)
