@@ -6,7 +6,10 @@ messages, read by attribute name through `msgs.JointStreamCollector`) while the
 window is open. It opens when the excitation node reports ``exciting`` or on a
 manual start, and closes when the excitation ends (``done`` -> identify; ``aborted``
 -> discard unless `identify_on_abort`; any other state while open -> discard) or on
-a manual stop (-> identify).
+a manual stop (-> identify). A window the excitation opened also closes, as if the
+excitation had aborted, when `watchdog` finds its joint states stale on the wall
+clock (they stopped, and with sim time the clock with them) or the excitation node
+gone (no publisher of its state left): the node never records forever.
 
 `identify_streams` runs exactly the command line's path on the recorded streams --
 synchronise, actuators, filter, hold-out split, identify, validate -- and writes the
@@ -62,6 +65,7 @@ class RecordingWindow:
         self._count = 0
         self.dropped = 0
         self.last_excitation_state: str | None = None
+        self._last_wall: float | None = None
 
     @classmethod
     def from_config(cls, cfg, identify_on_abort: bool = False) -> "RecordingWindow":
@@ -82,8 +86,9 @@ class RecordingWindow:
     def messages(self) -> int:
         return self._count
 
-    def _open(self, source: str) -> None:
+    def _open(self, source: str, wall: float | None = None) -> None:
         self._source = source
+        self._last_wall = wall
         self._js = JointStreamCollector(self.joint_states_topic, "joint_state")
         self._cur = None if self.shared_topic else JointStreamCollector(
             self.current_topic, self.current_kind, self.current_interface)
@@ -99,13 +104,14 @@ class RecordingWindow:
         return Recorded(states, states if cur is None else cur.stream(), src, count)
 
     # ------------------------------------------------------------- events
-    def on_excitation_state(self, state: str) -> tuple[str | None, Recorded | None]:
-        """The excitation node's state. Returns (IDENTIFY | DISCARD | None, recorded)."""
+    def on_excitation_state(self, state: str, wall: float | None = None) -> tuple[str | None, Recorded | None]:
+        """The excitation node's state (`wall`: steady-clock seconds, for `watchdog`).
+        Returns (IDENTIFY | DISCARD | None, recorded)."""
         with self._lock:
             prev, self.last_excitation_state = self.last_excitation_state, state
             if state == "exciting":
                 if self._source is None:
-                    self._open("excitation")
+                    self._open("excitation", wall)
                 return None, None
             if self._source != "excitation" or prev != "exciting" and state == prev:
                 return None, None
@@ -128,10 +134,32 @@ class RecordingWindow:
             rec = self._close()
             return True, f"recorded {rec.messages} messages", rec
 
-    def add_joint_state(self, msg, received_ns: int | None = None) -> None:
+    def watchdog(self, wall: float, timeout: float, state_publishers: int | None = None
+                 ) -> tuple[str | None, Recorded | None, str]:
+        """Close a window the excitation opened when no joint state came for `timeout`
+        seconds of the steady clock `wall` (counted from the opening when none came), or
+        when `state_publishers` (publishers of the excitation state) is 0: the verdict of
+        an abort (DISCARD, or IDENTIFY with identify_on_abort). Manual windows are left
+        alone. Returns (verdict | None, recorded | None, why)."""
+        with self._lock:
+            if self._source != "excitation":
+                return None, None, ""
+            if state_publishers == 0:
+                why = "the excitation node is gone (no publisher of its state)"
+            elif self._last_wall is not None and wall - self._last_wall > timeout:
+                why = (f"no joint state for {wall - self._last_wall:.3g} s of wall time "
+                       f"(joint_state_timeout {timeout:g} s)")
+            else:
+                return None, None, ""
+            rec = self._close()
+            return (IDENTIFY if self.identify_on_abort else DISCARD), rec, why
+
+    def add_joint_state(self, msg, received_ns: int | None = None, wall: float | None = None) -> None:
         with self._lock:
             if self._js is None:
                 return
+            if wall is not None:
+                self._last_wall = wall
             if self._count >= self.max_messages:
                 self.dropped += 1
                 return
@@ -152,6 +180,24 @@ class RecordingWindow:
 
 
 # ------------------------------------------------------------------ identification
+def empty_reason(rec: Recorded | None) -> str | None:
+    """Why `rec` cannot be identified (nothing recorded), None when it can be tried."""
+    if rec is None:
+        return "nothing recorded yet"
+    if rec.messages == 0 or len(rec.states.stamps) == 0:
+        return f"the {rec.source} window holds no joint state; nothing to identify"
+    return None
+
+
+def method_error(method: str, node: str = "identification_node") -> str | None:
+    """A one-line error for an unknown estimator name (empty: the config's), else None."""
+    from ..estimation import ESTIMATORS
+    if not method or method in ESTIMATORS:
+        return None
+    return (f"{node}: parameter method: unknown estimator {method!r}; "
+            f"expected one of {', '.join(sorted(ESTIMATORS))} (or empty: the config's)")
+
+
 @dataclass
 class StreamOutcome:
     model: object
