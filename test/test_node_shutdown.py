@@ -132,3 +132,17 @@ def test_an_exception_raised_by_the_shutdown_under_way_is_no_error():
     p.spin_once = spin
     out = p.run()
     assert out.error is None and [c[0] for c in p.calls] == ["stop", "flush", "shutdown"]
+
+
+def test_startup_errors_are_one_line_and_name_the_parameter():
+    from robot_ident.errors import ConfigError
+    from robot_ident.online.shutdown import require_file_parameter, startup_error
+    with pytest.raises(ConfigError) as e:
+        require_file_parameter("torque_node", "config_file", "", "the robot_ident parameter YAML")
+    line = startup_error("torque_node", e.value)
+    assert line.startswith("torque_node: cannot start: parameter config_file is not set")
+    assert "\n" not in line
+    assert require_file_parameter("torque_node", "config_file", "/a.yaml", "x") == "/a.yaml"
+    multi = startup_error("sim_arm_node", ValueError("bad\nvalue"))
+    assert multi == "sim_arm_node: cannot start: bad value"
+    assert startup_error("x", ZeroDivisionError("defect")) is None       # a bug keeps its traceback

@@ -12,11 +12,14 @@ Services: ``~/start`` (when ``autostart`` is false) and ``~/stop`` (std_srvs/Tri
 from __future__ import annotations
 
 import threading
+import time
 
 from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
+from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration as RclpyDuration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -35,6 +38,7 @@ from ..online.excitation_run import (
     SendTrajectory,
 )
 from ..online.msg_build import joint_trajectory_message
+from ..online.shutdown import require_file_parameter
 from ._common import (
     declare,
     declare_robot_description,
@@ -110,6 +114,9 @@ class ExcitationNode(Node):
         self.goal_time_tolerance = declare(self, "goal_time_tolerance", 1.0, "goal time tolerance [s]",
                                            read_only=True, low=0.0, high=60.0)
 
+        require_file_parameter("excitation_node", "config_file", self.config_file,
+                               "the robot_ident parameter YAML (joints, actuators, excitation)")
+        self._urdf = robot_description(self)          # fails now, not later on the loader thread
         self._types = message_types()
         self.state_pub = self.create_publisher(String, self.state_topic, latched_qos())
         self.plan_approach_pub = self.create_publisher(JointTrajectory, "~/planned_approach", latched_qos())
@@ -129,6 +136,7 @@ class ExcitationNode(Node):
         self._settings = settings
         self._goal_handle = None
         self._goal_seq = 0
+        self._inflight: list = []          # goal-response and cancel futures a stop waits for
         self._lock = threading.Lock()
         self._loader = threading.Thread(target=self._load, args=(design_time,), daemon=True)
         self._loader.start()
@@ -136,7 +144,9 @@ class ExcitationNode(Node):
         self.create_subscription(JointState, self._joint_states_topic(), self._on_joint_state, sensor_qos())
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
-        self.create_timer(0.05, self._on_timer)
+        # The watchdog runs on the steady clock: with use_sim_time a timer on the node's clock
+        # stops with /clock, and so would the stale-joint-state check.
+        self.create_timer(0.05, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     # ------------------------------------------------------------------ setup
     def _joint_states_topic(self) -> str:
@@ -148,7 +158,7 @@ class ExcitationNode(Node):
 
     def _load(self, design_time: float) -> None:
         try:
-            plan = prepare_excitation(robot_description(self), self.config_file, self.trajectory_file or None,
+            plan = prepare_excitation(self._urdf, self.config_file, self.trajectory_file or None,
                                       design_time=design_time)
             run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model)
         except Exception as exc:       # a bad file must not leave the node half alive
@@ -181,8 +191,10 @@ class ExcitationNode(Node):
                 self._send(a)
             elif isinstance(a, CancelGoal):
                 if self._goal_handle is not None:
-                    self._goal_handle.cancel_goal_async()
-                self._goal_seq += 1          # results of the canceled goal are ignored
+                    self._inflight.append(self._goal_handle.cancel_goal_async())
+                self._goal_handle = None
+                self._goal_seq += 1          # results of the canceled goal are ignored; a goal
+                #                              accepted after this is canceled on arrival
             elif isinstance(a, HoldPosition):
                 self.traj_pub.publish(joint_trajectory_message(self._types, a.points))
             elif isinstance(a, PublishPlan):
@@ -206,14 +218,18 @@ class ExcitationNode(Node):
         seq = self._goal_seq
         self._goal_handle = None
         future = self.action.send_goal_async(goal)
+        self._inflight.append(future)
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
 
     # ---------------------------------------------------------------- events
     def _on_goal_response(self, future, seq: int) -> None:
         with self._lock:
-            if seq != self._goal_seq or self.run is None:
-                return
             handle = future.result()
+            if seq != self._goal_seq or self.run is None:
+                if handle is not None and handle.accepted:     # stopped while the goal was on its way
+                    self._inflight.append(handle.cancel_goal_async())
+                    self.get_logger().warning("canceled a goal accepted after the excitation stopped")
+                return
             accepted = handle is not None and handle.accepted
             if accepted:
                 self._goal_handle = handle
@@ -232,7 +248,8 @@ class ExcitationNode(Node):
         with self._lock:
             if self.run is not None and self._clock_running():
                 stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp))
+                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp,
+                                                      wall=time.monotonic()))
 
     def _clock_running(self) -> bool:
         """With use_sim_time the clock reads 0 until the first /clock message."""
@@ -259,7 +276,7 @@ class ExcitationNode(Node):
                     return
                 self._execute(self.run.start(now))
                 return
-            self._execute(self.run.tick(now))
+            self._execute(self.run.tick(now, time.monotonic()))
 
     def _on_start(self, request, response):
         with self._lock:
@@ -285,18 +302,36 @@ class ExcitationNode(Node):
                 response.success, response.message = True, "aborted"
         return response
 
-    def close(self) -> None:
-        """On shutdown: cancel a running goal so the controller holds the arm."""
-        try:
-            with self._lock:
-                if self.run is not None and self.run.active:
-                    self._execute(self.run.stop(self._now(), "node shutting down"))
-        except Exception as exc:       # the context may be gone already
-            self.get_logger().warning(f"could not cancel on shutdown: {exc}")
+    # --------------------------------------------------------------- stopping
+    def safe_stop(self, reason: str) -> None:
+        """Called by `run_node` on SIGINT/SIGTERM, an external stop or an exception in a
+        callback, while the context still works: cancel the goal (the controller holds) or
+        command the hold (topic interface), and publish ``aborted``."""
+        with self._lock:
+            if self.run is not None:
+                if not self.run.finished:
+                    self._execute(self.run.stop(self._now(), f"node stopping: {reason}"))
+            else:
+                self._publish_state(Phase.ABORTED, f"node stopping before the excitation was loaded: {reason}")
+
+    def stop_pending(self) -> bool:
+        """A goal response or a cancel request is still on its way."""
+        with self._lock:
+            self._inflight = [f for f in self._inflight if not f.done()]
+            return bool(self._inflight)
+
+    def stop_flushed(self) -> None:
+        """Let the hold command and the state reach their subscribers before the node goes."""
+        for pub in (self.traj_pub, self.state_pub):
+            if pub is not None:
+                try:
+                    pub.wait_for_all_acked(RclpyDuration(seconds=0.5))
+                except Exception:          # not every rmw implements it
+                    pass
 
 
 def main(args=None):
-    run_node(ExcitationNode, args)
+    return run_node(ExcitationNode, args)
 
 
 if __name__ == "__main__":

@@ -108,3 +108,26 @@ def run_until_stopped(spin_once: Callable[[], None], ok: Callable[[], bool], req
     finally:
         shutdown()
     return outcome
+
+
+def startup_error(node: str, exc: BaseException) -> str | None:
+    """The one line a node prints when it cannot start because of its parameters or
+    files (a missing config_file, an unreadable URDF, a bad value), None for anything
+    else (a defect: let the traceback show)."""
+    from ..errors import RobotIdentError
+    if isinstance(exc, (RobotIdentError, ValueError, OSError, KeyError)) or \
+            type(exc).__name__ in ("ParameterException", "InvalidParameterValueException",
+                                   "ParameterNotDeclaredException", "InvalidParameterTypeException"):
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return f"{node}: cannot start: {text}"
+    return None
+
+
+def require_file_parameter(node: str, name: str, value: str, what: str) -> str:
+    """`value` of the file parameter `name`, or a ConfigError naming the node and the
+    parameter when it is empty (a node started without its parameters)."""
+    from ..errors import ConfigError
+    if not value or not str(value).strip():
+        raise ConfigError(f"parameter {name} is not set: {what} "
+                          f"(e.g. ros2 run robot_ident {node} --ros-args -p {name}:=/path/...)")
+    return str(value)
