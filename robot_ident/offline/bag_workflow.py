@@ -42,7 +42,8 @@ class SimulateOutcome:
 
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
-                    repetitions: int = 1, progress: Progress | None = None) -> SimulateOutcome:
+                    repetitions: int = 1, progress: Progress | None = None,
+                    bag_version: int = 8) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
@@ -77,7 +78,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
     with progress.stage("write bag"):
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
-                                     current_noise_std=sim.current_noise, seed=sim.noise.seed)
+                                     current_noise_std=sim.current_noise, seed=sim.noise.seed,
+                                     version=bag_version)
         true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
         names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
         truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
