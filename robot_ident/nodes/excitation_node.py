@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 
-from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
@@ -26,6 +25,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from ..io.config import load_config
 from ..online.excitation_plan import prepare_excitation
 from ..online.excitation_run import (
     CancelGoal,
@@ -48,11 +48,6 @@ from ._common import (
     run_node,
     sensor_qos,
 )
-
-
-def _duration(seconds: float) -> Duration:
-    ns = int(round(seconds * 1e9))
-    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
 class ExcitationNode(Node):
@@ -141,21 +136,14 @@ class ExcitationNode(Node):
         self._loader = threading.Thread(target=self._load, args=(design_time,), daemon=True)
         self._loader.start()
 
-        self.create_subscription(JointState, self._joint_states_topic(), self._on_joint_state, sensor_qos())
+        self.create_subscription(JointState, load_config(self.config_file).joint_states_topic, self._on_joint_state,
+                                 sensor_qos())
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
-        # The watchdog runs on the steady clock: with use_sim_time a timer on the node's clock
-        # stops with /clock, and so would the stale-joint-state check.
+        # On the steady clock: with use_sim_time a timer on the node's clock stops with /clock.
         self.create_timer(0.05, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     # ------------------------------------------------------------------ setup
-    def _joint_states_topic(self) -> str:
-        from ..io.config import load_config
-        try:
-            return load_config(self.config_file).joint_states_topic if self.config_file else "/joint_states"
-        except Exception:
-            return "/joint_states"
-
     def _load(self, design_time: float) -> None:
         try:
             plan = prepare_excitation(self._urdf, self.config_file, self.trajectory_file or None,
@@ -213,7 +201,7 @@ class ExcitationNode(Node):
             goal.path_tolerance = [JointTolerance(name=j, position=self.path_tolerance) for j in names]
         if self.goal_tolerance > 0:
             goal.goal_tolerance = [JointTolerance(name=j, position=self.goal_tolerance) for j in names]
-        goal.goal_time_tolerance = _duration(self.goal_time_tolerance)
+        goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
         self._goal_seq += 1
         seq = self._goal_seq
         self._goal_handle = None
@@ -302,32 +290,25 @@ class ExcitationNode(Node):
                 response.success, response.message = True, "aborted"
         return response
 
-    # --------------------------------------------------------------- stopping
     def safe_stop(self, reason: str) -> None:
-        """Called by `run_node` on SIGINT/SIGTERM, an external stop or an exception in a
-        callback, while the context still works: cancel the goal (the controller holds) or
-        command the hold (topic interface), and publish ``aborted``."""
+        """`run_node`, before the context shuts down: cancel or hold, publish ``aborted``."""
         with self._lock:
-            if self.run is not None:
-                if not self.run.finished:
-                    self._execute(self.run.stop(self._now(), f"node stopping: {reason}"))
-            else:
+            if self.run is not None and not self.run.finished:
+                self._execute(self.run.stop(self._now(), f"node stopping: {reason}"))
+            elif self.run is None:
                 self._publish_state(Phase.ABORTED, f"node stopping before the excitation was loaded: {reason}")
 
-    def stop_pending(self) -> bool:
-        """A goal response or a cancel request is still on its way."""
+    def stop_pending(self) -> bool:          # a goal response or a cancel answer is on its way
         with self._lock:
             self._inflight = [f for f in self._inflight if not f.done()]
             return bool(self._inflight)
 
-    def stop_flushed(self) -> None:
-        """Let the hold command and the state reach their subscribers before the node goes."""
-        for pub in (self.traj_pub, self.state_pub):
-            if pub is not None:
-                try:
-                    pub.wait_for_all_acked(RclpyDuration(seconds=0.5))
-                except Exception:          # not every rmw implements it
-                    pass
+    def stop_flushed(self) -> None:          # the hold and the state reach their subscribers
+        for pub in filter(None, (self.traj_pub, self.state_pub)):
+            try:
+                pub.wait_for_all_acked(RclpyDuration(seconds=0.5))
+            except Exception:              # not every rmw implements it
+                pass
 
 
 def main(args=None):
