@@ -192,5 +192,5 @@ def test_an_empty_window_is_not_identified():
 def test_method_is_checked_against_the_estimators():
     assert method_error("") is None and method_error("wls") is None and method_error("physical") is None
     err = method_error("wlss")
-    assert err.startswith("identification_node: parameter method: unknown estimator 'wlss'")
+    assert err.startswith("parameter method: unknown estimator 'wlss'")
     assert "ols" in err and "sobol-ga" in err and "\n" not in err

@@ -189,12 +189,12 @@ def empty_reason(rec: Recorded | None) -> str | None:
     return None
 
 
-def method_error(method: str, node: str = "identification_node") -> str | None:
+def method_error(method: str) -> str | None:
     """A one-line error for an unknown estimator name (empty: the config's), else None."""
     from ..estimation import ESTIMATORS
     if not method or method in ESTIMATORS:
         return None
-    return (f"{node}: parameter method: unknown estimator {method!r}; "
+    return (f"parameter method: unknown estimator {method!r}; "
             f"expected one of {', '.join(sorted(ESTIMATORS))} (or empty: the config's)")
 
 
