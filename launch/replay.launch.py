@@ -48,8 +48,12 @@ def generate_launch_description():
                      "record_on_start": ParameterValue(LaunchConfiguration("record_all"), value_type=bool)}])
     torque = Node(package="robot_ident", executable="torque_node", name="torque_node", output="screen",
                   parameters=[common])
+    # --delay: the player's publishers exist a second before the first message, so the
+    # subscribers have discovered them and miss nothing; --wait-for-all-acked: the last
+    # messages are delivered before the player exits and the identification starts.
     play = ExecuteProcess(cmd=["ros2", "bag", "play", LaunchConfiguration("bag"), "--clock",
-                               "--rate", LaunchConfiguration("rate")], output="screen")
+                               "--rate", LaunchConfiguration("rate"), "--delay", "1.0",
+                               "--wait-for-all-acked", "5000"], output="screen")
     def at_end(event, context):
         if event.returncode != 0:
             return [LogInfo(msg=f"ros2 bag play exited with code {event.returncode}: nothing is identified")]
