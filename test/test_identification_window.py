@@ -155,6 +155,7 @@ def test_watchdog_closes_an_excitation_window_whose_joint_states_stop(identify_o
     win.add_joint_state(_js(1), wall=100.5)
     win.add_joint_state(_js(2), wall=101.0)
     assert win.watchdog(101.9, 1.0)[0] is None and win.is_open
+    assert win.watchdog(102.05, 1.0)[0] is None and win.is_open      # stale once: maybe our own stall
     verdict, rec, why = win.watchdog(102.1, 1.0)
     assert verdict == (IDENTIFY if identify_on_abort else DISCARD) and rec.messages == 2
     assert "wall time" in why and not win.is_open
@@ -194,3 +195,12 @@ def test_method_is_checked_against_the_estimators():
     err = method_error("wlss")
     assert err.startswith("parameter method: unknown estimator 'wlss'")
     assert "ols" in err and "sobol-ga" in err and "\n" not in err
+
+
+def test_watchdog_ignores_a_stall_of_the_node_itself():
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state")
+    win.on_excitation_state("exciting", wall=0.0)
+    win.add_joint_state(_js(1), wall=0.1)
+    assert win.watchdog(1.5, 1.0)[0] is None                     # the timer first after a stall
+    win.add_joint_state(_js(2), wall=1.5)                        # then the queued states
+    assert win.watchdog(1.6, 1.0)[0] is None and win.is_open

@@ -83,7 +83,7 @@ class IdentificationNode(Node):
         current_topic = declare(self, "current_topic", "", "override the config's current_topic (e.g. "
                                 "synthesised currents in Gazebo); empty: the config's", read_only=True)
         self.joint_state_timeout = declare(
-            self, "joint_state_timeout", 1.0, "close an excitation window as aborted when no joint state came "
+            self, "joint_state_timeout", 5.0, "close an excitation window as aborted when no joint state came "
             "for this many seconds of wall (steady) time, or when the excitation node is gone [s]",
             read_only=True, low=0.05, high=60.0)
         err = method_error(self.method)

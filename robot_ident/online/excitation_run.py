@@ -195,6 +195,7 @@ class ExcitationRun:
         self._qd: np.ndarray | None = None
         self._last_js: float | None = None
         self._last_js_wall: float | None = None
+        self._wall_stale: float | None = None   # the last joint state's wall time, seen stale by a tick
         self.max_tracking_error_seen = 0.0
         self._last_check = -np.inf
 
@@ -376,8 +377,14 @@ class ExcitationRun:
             age = "never" if self._last_js is None else f"{now - self._last_js:.3g} s ago"
             return self._abort(now, f"joint states stopped arriving (last {age}; "
                                     f"joint_state_timeout {s.joint_state_timeout:g} s)")
-        if wall is not None and self._last_js_wall is not None \
-                and wall - self._last_js_wall > s.joint_state_timeout:
+        # Stale on the wall clock on two ticks in a row with nothing received in between: after
+        # the whole process stalled (a loaded machine), the executor runs the timer before the
+        # joint states queued meanwhile, and the first tick alone would be a false alarm.
+        stale = (wall is not None and self._last_js_wall is not None
+                 and wall - self._last_js_wall > s.joint_state_timeout)
+        confirmed = stale and self._wall_stale == self._last_js_wall
+        self._wall_stale = self._last_js_wall if stale else None
+        if confirmed:
             return self._abort(now, f"joint states stopped arriving (last {wall - self._last_js_wall:.3g} s "
                                     f"ago on the wall clock, the node's clock reads "
                                     f"{now - self._last_js:.3g} s; joint_state_timeout "

@@ -66,6 +66,7 @@ class RecordingWindow:
         self.dropped = 0
         self.last_excitation_state: str | None = None
         self._last_wall: float | None = None
+        self._stale_seen: float | None = None
 
     @classmethod
     def from_config(cls, cfg, identify_on_abort: bool = False) -> "RecordingWindow":
@@ -147,6 +148,11 @@ class RecordingWindow:
             if state_publishers == 0:
                 why = "the excitation node is gone (no publisher of its state)"
             elif self._last_wall is not None and wall - self._last_wall > timeout:
+                # stale on two calls in a row with nothing received in between (after a stall of
+                # the process its timer runs before the messages queued meanwhile)
+                if self._stale_seen != self._last_wall:
+                    self._stale_seen = self._last_wall
+                    return None, None, ""
                 why = (f"no joint state for {wall - self._last_wall:.3g} s of wall time "
                        f"(joint_state_timeout {timeout:g} s)")
             else:
