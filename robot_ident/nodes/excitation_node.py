@@ -1,11 +1,9 @@
 """excitation_node: drives the arm's trajectory controller through the excitation.
 
 A thin shell around `robot_ident.online.excitation_run.ExcitationRun` (all decisions are made
-there and tested without ROS): loads the URDF and the trajectory (or designs one from
-the config), checks it against the limits, approaches the start pose slowly, sends
-the excitation (repeated) through FollowJointTrajectory or the controller's
-joint_trajectory topic, and publishes its phase (idle / approaching / exciting /
-done / aborted) on a transient-local topic.
+there and tested without ROS): loads the URDF and the trajectory (or designs one), checks
+it, approaches the start pose slowly, sends the excitation through FollowJointTrajectory
+or the joint_trajectory topic, and publishes its phase on a transient-local topic.
 
 Services: ``~/start`` (when ``autostart`` is false) and ``~/stop`` (std_srvs/Trigger).
 """
@@ -100,7 +98,9 @@ class ExcitationNode(Node):
                                 "point [s]", read_only=True, low=0.01, high=10.0),
             result_timeout=declare(self, "result_timeout", s.result_timeout, "action interface: abort when no "
                                    "result this long after the expected end [s]", read_only=True,
-                                   low=0.1, high=60.0))
+                                   low=0.1, high=60.0),
+            stop_time=declare(self, "stop_time", s.stop_time, "topic interface: the hold trajectory comes to "
+                              "rest in this time on an abort [s]", read_only=True, low=0.02, high=5.0))
         self.path_tolerance = declare(self, "path_tolerance", 0.1, "position path tolerance sent with the "
                                       "goal, per joint [rad or m]; 0: the controller's", read_only=True,
                                       low=0.0, high=1.0)

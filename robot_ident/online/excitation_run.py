@@ -129,8 +129,8 @@ class ExcitationSettings:
     point_rate: float = 100.0             # trajectory points per second
     settle_time: float = 0.5              # topic mode: wait after the last point
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
-    stop_time: float = 0.15               # topic mode: time to come to rest when aborting (as quick as
-    #                                       a controller holding on cancel; 0.2 s target, measured on ROS)
+    stop_time: float = 0.1                # topic mode: time to come to rest when aborting (about as quick
+    #                                       as a controller holding on cancel; measured on ROS: docs/ros2.md)
     rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
 
     def __post_init__(self):
