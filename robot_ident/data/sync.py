@@ -22,7 +22,10 @@ Rules, in the order they are applied to each stream:
 4. Stamps that arrive out of order (a step back smaller than the jump limit) are
    sorted; repeated stamps keep the first sample that arrived and count the rest.
 5. Gaps: consecutive samples of a stream further apart than ``max_gap_s``
-   (default: 5 periods of the slower stream) are never interpolated across; the
+   (default: relative to the slower stream's median period T, ``max(5 T, min(20 T,
+   10 ms))`` -- 5 periods, but a fast log's hiccups of up to 10 ms (20 periods at
+   most) are bridged: at 1 kHz a missed 8.5 ms is far shorter than the filter's
+   time scale and costs less than a cut) are never interpolated across; the
    data is split into segments where either stream has a gap, and each gap is
    reported with its times and topic.
 6. The grid: ``rate_hz`` (default: the faster stream's median rate, so the noisy
@@ -52,7 +55,7 @@ from .signals import Recording
 @dataclass(frozen=True)
 class SyncOptions:
     rate_hz: float | None = None        # None: the faster stream's median rate
-    max_gap_s: float | None = None      # None: 5 median periods of the slower stream
+    max_gap_s: float | None = None      # None: max(5 T, min(20 T, 10 ms)), T the slower stream's median period
     jump_back_s: float | None = None    # None: max(max_gap_s, 0.5 s)
     min_segment_s: float = 0.0
     min_samples: int = 3
@@ -140,6 +143,11 @@ class SyncResult:
 class _Pass:
     t_ns: np.ndarray               # sorted, unique, valid
     values: dict                   # field -> (m, n)
+
+
+def default_max_gap_s(period_s: float) -> float:
+    """The default gap limit for a stream whose median sample period is `period_s`."""
+    return max(5.0 * period_s, min(20.0 * period_s, 0.010))
 
 
 def _median_period_ns(stamps: np.ndarray) -> float:
@@ -336,7 +344,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
         r.rate_hz = NS_PER_S / p
     slow_ns = max(per.values())
     fast_role = "efforts" if per["efforts"] <= per["states"] else "states"
-    max_gap = opt.max_gap_s if opt.max_gap_s is not None else 5.0 * slow_ns / NS_PER_S
+    max_gap = opt.max_gap_s if opt.max_gap_s is not None else default_max_gap_s(slow_ns / NS_PER_S)
     if opt.rate_hz is not None:
         rate = float(opt.rate_hz)
     else:

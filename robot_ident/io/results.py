@@ -39,7 +39,10 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
                   "friction_model": {
                       "blocks": list(model.layout.actuator_symbols),
                       "coulomb": "Fc * tanh(qd / coulomb_velocity_scale)",
-                      "coulomb_velocity_scale": model.friction.coulomb_velocity_scale}},
+                      "coulomb_velocity_scale": model.friction.coulomb_velocity_scale},
+                  # coupled motors: their actuator parameters act on qd_motor = M qd_joint
+                  **({"transmissions": model.transmission.as_dict()}
+                     if getattr(model, "transmission", None) is not None and model.transmission.groups else {})},
         "samples": int(result.n_samples),
         "equations": int(result.n_rows),
         "condition_number": _f(result.condition_number),
@@ -87,7 +90,10 @@ def write_identified_urdf(folder: str | Path, model, result: IdentificationResul
     if result.standard_values is None:
         return None
     from .urdf_export import write_parameters
-    xml, report = write_parameters(model, result.standard_values)
+    if hasattr(model, "full_inertial"):     # a closed chain: tied blocks expanded onto the spanning tree
+        xml, report = write_parameters(model.tree, model.full_inertial(result.standard_values))
+    else:
+        xml, report = write_parameters(model, result.standard_values)
     note = (f"<!-- identified by robot_ident ({result.method}); bodies written: {', '.join(report.written)}"
             + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
                if report.kept_cad else "") + " -->\n")

@@ -32,7 +32,7 @@ class CurrentSynthNode(Node):
                             "DynamicJointState with the 'current' interface", read_only=True)
         cfg = load_config(require_file_parameter("current_synth_node", "config_file", config_file,
                                                  "the robot_ident parameter YAML (joints, actuators)"))
-        self.synth = CurrentSynthesiser(cfg.joints, cfg.actuators)
+        self.synth = CurrentSynthesiser(cfg.joints, cfg.drive)
         self.interface = cfg.current_interface
         self.pub = self.create_publisher(DynamicJointState, out_topic, sensor_qos())
         self.create_subscription(JointState, in_topic, self._on_joint_state, sensor_qos())

@@ -24,8 +24,10 @@ from ..estimation.validation import ValidationReport, rms_report
 from ..io.atomic import atomic_write_text
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
+from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
+from ..model.transmission import dead_band_rows
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -54,6 +56,12 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
     cfg = load_config(config_path)
+    if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
+        from ..excitation.repeat import Repeated
+        from .closed_chain_workflow import simulate_closed_chain_bag
+        o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
+                                                                  repetitions), output, storage, progress=progress)
+        return SimulateOutcome(o.bag, o.duration, o.samples, o.topics, o.truth_file)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
     sim = simulation_config(cfg.section("simulation"), cad)
@@ -72,7 +80,16 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+        hook, nominal = None, RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission)
+        if hasattr(cad, "springs"):      # the config's springs: MuJoCo tendons with its stiffness and free length
+            from ..model.spring import SpringRobotModel
+            from ..sim.balancer import spring_hook, true_free_length
+            sv = theta[cad.spring_slice()]
+            hook = spring_hook(cad.springs, sv[0::2], true_free_length(cad.springs, sv))
+            nominal = SpringRobotModel(cad.urdf_xml, traj.joint_names, springs=cad.springs.specs,
+                                       transmission=cad.transmission)
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=nominal, spec_hook=hook,
+                           transmission=cad.transmission)
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
@@ -80,12 +97,15 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed,
                                      version=bag_version)
-        true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
-        names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
+        ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
+        true_theta = arm.true_parameters(ordered)
+        names = ordered.layout.names
         truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        if hasattr(cad, "springs"):
+            truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
         truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
@@ -95,7 +115,11 @@ def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[Process
     from ..data.bag import read_recordings_from_config
 
     with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
+        if Path(bag).suffix.lower() in (".csv", ".npz"):      # a table (data/table.py)
+            from ..data.table import read_table_from_config
+            sync = read_table_from_config(bag, cfg)
+        else:
+            sync = read_recordings_from_config(bag, cfg)
     with progress.stage("process"):
         try:
             return process_segments(sync, cfg.joints, settings)
@@ -138,7 +162,11 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary}}
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        if hasattr(model, "closures"):      # where validate finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                            valid_data=valid_data)
     return IdentifyOutcome(model, result, validation, out, summary)
 
 
@@ -165,10 +193,21 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
                                float(fm["coulomb_velocity_scale"]))
     xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    from ..mechanisms.closed_chain.config import closed_chain_model
+    from ..model.spring import spring_model
+    model = closed_chain_model(xml, cfg, friction, path=d.get("source", {}).get("closures")) \
+        if cfg.parameters.get("closures") else None
+    if model is None:
+        model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
+                             config=cfg, transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
-    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+    vsettings = icfg.settings
+    chosen = (d.get("source") or {}).get("filter_cutoff_hz")
+    if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
+        from dataclasses import replace
+        vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    parts, _ = read_processed(bag, cfg, vsettings, progress)
     data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
@@ -176,8 +215,10 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
-                            noise_std=sigma, moving_threshold=thr)
+        moving = dead_band_rows(model, data, thr, guard)
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
+                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
+    write_validation_samples(rdir, model, data, pred, moving)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
@@ -187,10 +228,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
-    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{ratio_label:>12}{'samples':>9}"]
+    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{'NRMS':>9}{ratio_label:>12}{'samples':>9}"]
     for k, j in enumerate(report.joint_names):
         ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
-        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{ratio:>12}"
+        nrms = (f"{100 * report.nrms[k]:.2f}%" + ("r" if report.nrms_reference[k] == "effort_range" else " ")
+                if report.nrms is not None else "-")
+        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{nrms:>9}{ratio:>12}"
                      f"{report.n_samples[k]:>9d}")
+    if report.nrms is not None:
+        lines.append("NRMS: RMS over the URDF effort limit (r: over the measured effort range, no limit in the URDF)")
     return "\n".join(lines)
 

@@ -40,7 +40,8 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
         source = f"file {trajectory_path}"
     else:
         traj, joints = None, tuple(cfg.joints)
-    model = RobotModel(urdf, joints)
+    from ..mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
+    model = closed_chain_from_file(urdf, config_path, node) or RobotModel(urdf, joints)   # closures: actuated only
     missing = [j for j in joints if j not in exc.acceleration_limits]
     if missing:
         raise ConfigError(f"{config_path}: excitation.acceleration_limits: no limit for joint(s) "
@@ -51,4 +52,10 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
         result = design_excitation(model, limits, spec)
         traj = result.trajectory
         source = f"designed ({spec.family}, {spec.optimizer}, cond {result.cond:.4g})"
+    if hasattr(model, "closures"):
+        bad = passive_limit_violations(model, traj, dt=0.02)
+        if bad:
+            raise ConfigError("the excitation takes passive joint(s) of the closed chain out of their limits "
+                              "or out of the workspace: " + "; ".join(f"{b['joint']} at t = {b['time']:.2f} s"
+                                                                       for b in bad))
     return ExcitationPlan(traj, limits, model, source)

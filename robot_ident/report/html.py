@@ -32,57 +32,7 @@ def plot_efforts(path: str | Path, t, measured, predicted, joint_names, title: s
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def _table(header, rows) -> str:
-    import html
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def write_html_report(folder: str | Path) -> Path:
-    """report.html in a result folder: summary, validation, base parameters, plots."""
-    import html
-
-    import yaml
-
-    from ..errors import ConfigError
-    folder = Path(folder)
-    path = folder / "result.yaml"
-    if not path.is_file():
-        raise ConfigError(f"no result.yaml in {folder}")
-    d = yaml.safe_load(path.read_text(encoding="utf-8"))
-    fmt = lambda x: f"{x:.6g}" if isinstance(x, (int, float)) else str(x)  # noqa: E731
-    parts = [f"<h1>robot_ident result: {html.escape(str(d.get('method')))}</h1>",
-             _table(["robot", "joints", "samples", "equations", "condition number", "base parameters"],
-                    [[d["robot"]["urdf"], ", ".join(d["robot"]["joints"]), d["samples"], d["equations"],
-                      fmt(d["condition_number"]), len(d["base_parameters"])]])]
-    for name in ("validation.yaml",):
-        if (folder / name).is_file():
-            v = yaml.safe_load((folder / name).read_text(encoding="utf-8"))
-            parts.append(f"<h2>Validation on {html.escape(str(v.get('bag')))}</h2>")
-            parts.append(_table(["joint", "RMS", "relative RMS", "ratio", "samples"],
-                                [[j, fmt(x["rms"]), f"{100 * x['relative_rms']:.2f} %",
-                                  fmt(x.get("rms_over_noise_std", "-")), x["samples"]] for j, x in v["joints"].items()]))
-    if d.get("validation"):
-        parts.append("<h2>Validation (held out)</h2>")
-        parts.append(_table(["joint", "RMS", "relative RMS", "samples"],
-                            [[j, fmt(x["rms"]), f"{100 * x['relative_rms']:.2f} %", x["samples"]]
-                             for j, x in d["validation"]["joints"].items()]))
-    for png in ("validation_efforts.png", "identification_efforts.png"):
-        if (folder / png).is_file():
-            parts.append(f'<h2>{png[:-4].replace("_", " ")}</h2><img src="{png}" style="max-width:100%">')
-    parts.append("<h2>Base parameters</h2>")
-    parts.append(_table(["name", "value", "std", "relative std"],
-                        [[p["name"], fmt(p["value"]), fmt(p["std"]), f"{fmt(p['relative_std_percent'])} %"]
-                         for p in d["base_parameters"]]))
-    if d.get("actuators"):
-        parts.append("<h2>Actuator parameters (base parameters by themselves)</h2>")
-        parts.append(_table(["joint", "parameter", "value", "std"],
-                            [[j, s, fmt(v["value"]), fmt(v["std"])] for j, syms in d["actuators"].items()
-                             for s, v in syms.items()]))
-    style = ("<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}</style>")
-    text = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>robot_ident result</title>{style}</head>" \
-           f"<body>{''.join(parts)}</body></html>\n"
-    from ..io.atomic import atomic_write_text
-    return atomic_write_text(folder / "report.html", text)
+def write_html_report(folder: str | Path, compare=None, trajectory=None, output=None) -> Path:
+    """report.html of a result (or validation-only) folder: see report/page.py."""
+    from .page import write_report
+    return write_report(folder, compare=compare, trajectory=trajectory, output=output)
