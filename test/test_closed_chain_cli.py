@@ -160,7 +160,9 @@ def test_nodes_logic_takes_the_closed_chain(hybrid_bags, tmp_path):
     m = _model()
     tr = PolynomialTrajectory(m.joint_names, 3.0, m.home_actuated(), np.array([[0.5, 0.0]] * 3 + [[4.0, 0.0]] * 2))
     save_trajectory(tmp_path / "t.yaml", TrajectoryFile(tr))
-    plan = prepare_excitation(URDF, CONFIG, tmp_path / "t.yaml")
+    with pytest.raises(ConfigError, match="collisions of a closed chain cannot be checked"):
+        prepare_excitation(URDF, CONFIG, tmp_path / "t.yaml")     # no collision check: refused by default
+    plan = prepare_excitation(URDF, CONFIG, tmp_path / "t.yaml", allow_without_collision_model=True)
     assert isinstance(plan.model, ClosedChainModel) and plan.limits.joint_names == m.joint_names
 
 

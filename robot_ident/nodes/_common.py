@@ -102,6 +102,16 @@ def shutdown() -> None:
         rclpy.shutdown()
 
 
+def wait_for_acks(*publishers, timeout: float = 0.5) -> None:
+    """Let what the publishers sent reach their (reliable) subscribers before the node goes."""
+    from rclpy.duration import Duration
+    for pub in filter(None, publishers):
+        try:
+            pub.wait_for_all_acked(Duration(seconds=timeout))
+        except Exception:                  # not every rmw implements it
+            pass
+
+
 def _init(args) -> None:
     """rclpy.init without rclpy's signal handlers (Humble, Jazzy): ours stop the node
     first and shut the context down after (`online.shutdown`)."""

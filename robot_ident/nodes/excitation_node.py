@@ -45,6 +45,7 @@ from ._common import (
     robot_description,
     run_node,
     sensor_qos,
+    wait_for_acks,
 )
 
 
@@ -64,6 +65,9 @@ class ExcitationNode(Node):
                             "(<controller>/joint_trajectory)", read_only=True)
         self.state_topic = declare(self, "state_topic", "/robot_ident/excitation_state",
                                    "where the phase is published (transient local)", read_only=True)
+        self.allow_without_collision_model = declare(
+            self, "allow_without_collision_model", False, "run even if the URDF has no <collision> geometry "
+            "(self-collisions and obstacles then unchecked)", read_only=True)
         self.autostart = declare(self, "autostart", True, "start as soon as joint states (and the action "
                                  "server) are there; false: wait for ~/start")
         s = ExcitationSettings
@@ -143,18 +147,19 @@ class ExcitationNode(Node):
         # On the steady clock: with use_sim_time a timer on the node's clock stops with /clock.
         self.create_timer(0.05, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
-    # ------------------------------------------------------------------ setup
     def _load(self, design_time: float) -> None:
         try:
             plan = prepare_excitation(self._urdf, self.config_file, self.trajectory_file or None,
-                                      design_time=design_time)
-            run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model)
+                                      design_time=design_time,
+                                      allow_without_collision_model=self.allow_without_collision_model or None)
+            run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model, plan.collision)
         except Exception as exc:       # a bad file must not leave the node half alive
             self.get_logger().error(f"cannot prepare the excitation: {exc}")
             self._publish_state(Phase.ABORTED, f"cannot prepare the excitation: {exc}")
             return
         self.get_logger().info(f"excitation: {plan.source}, {self._settings.repetitions} x "
-                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}")
+                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}; "
+                               f"{plan.collision_report.summary()}")
         with self._lock:
             self.run = run
         self._publish_state(Phase.IDLE, "ready")
@@ -181,8 +186,7 @@ class ExcitationNode(Node):
                 if self._goal_handle is not None:
                     self._inflight.append(self._goal_handle.cancel_goal_async())
                 self._goal_handle = None
-                self._goal_seq += 1          # results of the canceled goal are ignored; a goal
-                #                              accepted after this is canceled on arrival
+                self._goal_seq += 1          # its results are ignored; accepted later: canceled
             elif isinstance(a, HoldPosition):
                 self.traj_pub.publish(joint_trajectory_message(self._types, a.points))
             elif isinstance(a, PublishPlan):
@@ -304,11 +308,7 @@ class ExcitationNode(Node):
             return bool(self._inflight)
 
     def stop_flushed(self) -> None:          # the hold and the state reach their subscribers
-        for pub in filter(None, (self.traj_pub, self.state_pub)):
-            try:
-                pub.wait_for_all_acked(RclpyDuration(seconds=0.5))
-            except Exception:              # not every rmw implements it
-                pass
+        wait_for_acks(self.traj_pub, self.state_pub)
 
 
 def main(args=None):

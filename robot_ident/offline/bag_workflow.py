@@ -45,7 +45,7 @@ class SimulateOutcome:
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
                     repetitions: int = 1, progress: Progress | None = None,
-                    bag_version: int = 8) -> SimulateOutcome:
+                    package_dirs=(), bag_version: int = 8) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
@@ -69,6 +69,10 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if set(traj.joint_names) != set(cad.joint_names):
         raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
                           f"identifies {list(cad.joint_names)}")
+    with progress.stage("check"):
+        # Limits and collisions re-checked here, whatever the file's stored report says.
+        from ..excitation.collision.safety import check_for_use
+        check_for_use(urdf, config_path, traj, package_dirs)
     with progress.stage("model"):
         theta = cad.nominal.copy()
         if sim.payload_mass > 0:

@@ -297,8 +297,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:
-        from ..io.urdf_export import write_parameters
-        urdf_text, _ = write_parameters(model, result.standard_values)
+        from ..io.results import identified_urdf_xml
+        urdf_text = identified_urdf_xml(model, result)
     return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text)
 
 

@@ -27,6 +27,9 @@ def add_parser(sub):
     p.add_argument("--payload", action="store_true",
                    help="excitation for payload identification: only the config's payload.joints move (default: "
                         "the last three), the others are held at payload.pose; criterion on the payload's columns")
+    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
+                   help="folder holding the packages of package:// collision meshes (<DIR>/<pkg>/...); "
+                        "repeatable, searched before excitation.collision.package_dirs")
     p.set_defaults(func=run)
     return p
 
@@ -34,6 +37,7 @@ def add_parser(sub):
 def run(args) -> int:
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
+    from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.designer import design_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
 
@@ -65,7 +69,18 @@ def run(args) -> int:
     spec = cfg.design_spec(model.joint_names, optimizer=args.optimizer, criterion=args.criterion,
                            family=args.family, max_time=args.time_limit, max_evals=args.max_evals,
                            seed=args.seed)
-    result = design_excitation(model, limits, spec)
+    if closed:      # the collision model needs the passive joints of every pose: not built for closed chains yet
+        print("warning: collisions are NOT checked for a closed chain (its passive joints are not in the collision "
+              "model yet); only the joint limits, passive ones included, are", flush=True)
+        collision = None
+    else:
+        collision = build_collision_model(model, cfg.collision, args.package_dir)
+        if collision.has_geometry:
+            print(collision.describe())
+        else:
+            warn_no_geometry()
+    result = design_excitation(model, limits, spec,
+                               collision=collision if collision is not None and collision.has_geometry else None)
     if closed:      # passive joints from the closure solver against their URDF limits
         bad = passive_limit_violations(model, result.trajectory, dt=0.01)
         if bad:
@@ -80,6 +95,10 @@ def run(args) -> int:
           f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "
           f"{o.n_evals} evaluations in {o.wall_time:.1f} s")
     print(f"limits: {result.report.summary()}")
+    if result.collision_report is not None:
+        print(f"collisions: {result.collision_report.summary()}")
+    else:
+        warn_no_geometry()
     if not result.cond < 1e6:
         print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
               f"the {spec.family} family cannot excite every base parameter of these joints")

@@ -20,12 +20,14 @@ def add_parser(sub):
                    help="rosbag2 metadata version (default 8: plays on Humble and later; 9: Jazzy's newer "
                         "rosbag2 only)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
+                   help="folder holding the packages of package:// collision meshes; repeatable")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     o = simulate_to_bag(args.urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
-                        Progress(quiet=args.quiet), bag_version=args.bag_version)
+                        Progress(quiet=args.quiet), package_dirs=args.package_dir, bag_version=args.bag_version)
     topics = ", ".join(f"{t} ({n} messages)" for t, n in o.topics.items())
     print(f"wrote {o.bag}: {o.duration:.2f} s, {topics}; true parameters in {o.truth_file}")
     return 0
