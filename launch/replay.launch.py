@@ -6,9 +6,11 @@ Plays the bag with `ros2 bag play --clock` and runs torque_node and
 identification_node on sim time. With record_all:=true (default) the window spans the
 whole bag and the identification runs when playback ends; with record_all:=false it
 follows the excitation state recorded in the bag (/robot_ident/excitation_state).
+The whole-bag window is identified only when `ros2 bag play` succeeded (a bag it
+cannot read identifies nothing), and the node refuses an empty window.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, ExecuteProcess, RegisterEventHandler, TimerAction
+from launch.actions import DeclareLaunchArgument, ExecuteProcess, LogInfo, RegisterEventHandler, TimerAction
 from launch.conditions import IfCondition
 from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
@@ -46,10 +48,19 @@ def generate_launch_description():
                      "record_on_start": ParameterValue(LaunchConfiguration("record_all"), value_type=bool)}])
     torque = Node(package="robot_ident", executable="torque_node", name="torque_node", output="screen",
                   parameters=[common])
+    # --delay: the player's publishers exist a second before the first message, so the
+    # subscribers have discovered them and miss nothing; --wait-for-all-acked: the last
+    # messages are delivered before the player exits and the identification starts.
     play = ExecuteProcess(cmd=["ros2", "bag", "play", LaunchConfiguration("bag"), "--clock",
-                               "--rate", LaunchConfiguration("rate")], output="screen")
-    identify_at_end = RegisterEventHandler(OnProcessExit(target_action=play, on_exit=[
-        ExecuteProcess(cmd=["ros2", "service", "call", "/identification_node/identify", "std_srvs/srv/Trigger"],
-                       output="screen", condition=IfCondition(LaunchConfiguration("record_all")))]))
+                               "--rate", LaunchConfiguration("rate"), "--delay", "1.0",
+                               "--wait-for-all-acked", "5000"], output="screen")
+    def at_end(event, context):
+        if event.returncode != 0:
+            return [LogInfo(msg=f"ros2 bag play exited with code {event.returncode}: nothing is identified")]
+        return [ExecuteProcess(cmd=["ros2", "service", "call", "/identification_node/identify",
+                                    "std_srvs/srv/Trigger"],
+                               output="screen", condition=IfCondition(LaunchConfiguration("record_all")))]
+
+    identify_at_end = RegisterEventHandler(OnProcessExit(target_action=play, on_exit=at_end))
     return LaunchDescription(args + [ident, torque, identify_at_end,
                                      TimerAction(period=LaunchConfiguration("start_delay"), actions=[play])])

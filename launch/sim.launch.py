@@ -3,7 +3,9 @@
     ros2 launch robot_ident sim.launch.py [repetitions:=2] [real_time_factor:=1.0]
 
 sim_arm_node (the arm, its trajectory controller and /clock) + torque_node +
-excitation_node + identification_node, all on sim time. The excitation approaches
+excitation_node + identification_node, on the simulator's time by default
+(use_sim_time:=true): on wall time a loaded machine that slows the simulator down
+makes the arm look late, and the excitation aborts on its tracking error. The excitation approaches
 its start pose slowly, runs `repetitions` times, and the identification node writes
 its result folder under `output_dir` and publishes the estimates.
 """
@@ -34,11 +36,16 @@ def generate_launch_description():
                               description="sim seconds per wall second (0: as fast as possible)"),
         DeclareLaunchArgument("dry_run", default_value="false",
                               description="only publish the planned trajectories"),
+        DeclareLaunchArgument("use_sim_time", default_value="true",
+                              description="the nodes next to the simulated arm run on its /clock (keep true)"),
+        DeclareLaunchArgument("interface", default_value="action",
+                              description="'action' (FollowJointTrajectory) or 'topic' (joint_trajectory)"),
     ]
     config = LaunchConfiguration("config")
     urdf = LaunchConfiguration("urdf")
     reps = ParameterValue(LaunchConfiguration("repetitions"), value_type=int)
-    common = {"config_file": config, "urdf_file": urdf, "use_sim_time": True}
+    common = {"config_file": config, "urdf_file": urdf,
+              "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)}
     nodes = [
         Node(package="robot_ident", executable="sim_arm_node", name="sim_arm_node", output="screen",
              parameters=[{"config_file": config, "urdf_file": urdf,
@@ -52,6 +59,7 @@ def generate_launch_description():
                                   "method": LaunchConfiguration("method")}]),
         Node(package="robot_ident", executable="excitation_node", name="excitation_node", output="screen",
              parameters=[common, {"trajectory_file": LaunchConfiguration("trajectory"), "repetitions": reps,
+                                  "interface": LaunchConfiguration("interface"),
                                   "dry_run": ParameterValue(LaunchConfiguration("dry_run"), value_type=bool)}]),
     ]
     return LaunchDescription(args + nodes)

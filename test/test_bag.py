@@ -215,3 +215,25 @@ def test_identification_from_the_bag_matches_the_in_memory_path(tmp_path, config
     err_mem = np.median(np.abs(mem.values - phi) / mem.std)
     err_bag = np.median(np.abs(bag.values - phi) / bag.std)
     assert err_bag < 1.2 * err_mem + 0.1
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_bags_are_written_for_humble_by_default(tmp_path, sim, config, storage):
+    """rosbag2 metadata version 8 by default: Humble's `ros2 bag play` reads it (it
+    rejects version 9, whose QoS profiles are a YAML list, not a string)."""
+    import yaml
+    write_simulation_bag(tmp_path / "v8", sim, config.actuators, storage=storage)
+    meta = yaml.safe_load((tmp_path / "v8" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == 8
+    for t in meta["topics_with_message_count"]:
+        assert isinstance(t["topic_metadata"]["offered_qos_profiles"], str)
+    write_simulation_bag(tmp_path / "v9", sim, config.actuators, storage=storage, version=9)
+    meta9 = yaml.safe_load((tmp_path / "v9" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta9["version"] == 9
+    assert all(isinstance(t["topic_metadata"]["offered_qos_profiles"], list)
+               for t in meta9["topics_with_message_count"])
+    a = read_recordings_from_config(tmp_path / "v8", config)
+    b = read_recordings_from_config(tmp_path / "v9", config)
+    assert np.array_equal(a.segments[0].effort, b.segments[0].effort)
+    with pytest.raises(BagError, match="metadata version 7"):
+        write_simulation_bag(tmp_path / "v7", sim, config.actuators, version=7)

@@ -175,6 +175,49 @@ def test_stale_joint_states_cancel_the_goal(limits):
     assert run.phase == Phase.ABORTED
 
 
+@pytest.mark.parametrize("use_action", [True, False])
+def test_stale_joint_states_abort_on_the_wall_clock_when_the_clock_stops(limits, use_action):
+    """Sim time: the joint-state publisher is also the /clock source; when it dies the
+    node's clock stops, so only the wall clock can see the joint states go stale."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action))
+    f = Follower(run, START)
+    wall = 1000.0
+    run.on_joint_state(f.now, JOINTS, START, wall=wall)
+    (send,) = sends(run.start(f.now))
+    run.on_goal_response(f.now, True)
+    for _ in range(20):                                   # moving, fresh on both clocks
+        f.now += 0.01
+        wall += 0.01
+        assert run.on_joint_state(f.now, JOINTS, run._motion.trajectory.sample(
+            np.array([f.now - run._motion.started_at]))[0][0], wall=wall) == []
+        assert run.tick(f.now, wall) == []
+    frozen = f.now                                        # /clock stops with the joint states
+    assert run.tick(frozen, wall + 0.4) == [] and run.active
+    assert run.tick(frozen, wall + 0.55) == [] and run.active      # stale once: maybe a stall of this process
+    acts = run.tick(frozen, wall + 0.6)                            # still nothing: abort
+    stop = CancelGoal if use_action else HoldPosition
+    assert [type(a) for a in acts] == [stop, PublishState]
+    assert acts[-1].phase == Phase.ABORTED and "wall clock" in acts[-1].detail
+    assert run.phase == Phase.ABORTED
+    # without the wall clock the same frozen clock never fires: the reason for it
+    run2 = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action))
+    run2.on_joint_state(frozen, JOINTS, START)
+    run2.start(frozen)
+    run2.on_goal_response(frozen, True)
+    assert run2.tick(frozen) == [] and run2.active
+
+
+def test_a_stall_of_the_node_itself_is_no_stale_joint_state(limits):
+    """The process stalled 0.8 s: its timer runs first, then the joint states queued meanwhile."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5))
+    run.on_joint_state(100.0, JOINTS, START, wall=10.0)
+    run.start(100.0)
+    run.on_goal_response(100.0, True)
+    assert run.tick(100.0, 10.8) == []                             # the timer, first after the stall
+    run.on_joint_state(100.01, JOINTS, START, wall=10.8)          # the queued states
+    assert run.tick(100.02, 10.85) == [] and run.active
+
+
 def test_stop_service_cancels_during_excitation(limits):
     run = ExcitationRun(excitation(), limits)
     f = Follower(run, START)

@@ -9,8 +9,9 @@ import yaml
 
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
-from robot_ident.online.identification_window import (DISCARD, IDENTIFY, RecordingWindow, holdout_fraction,
-                                               identify_recorded, identify_streams, result_summary)
+from robot_ident.online.identification_window import (DISCARD, IDENTIFY, RecordingWindow, empty_reason,
+                                                      holdout_fraction, identify_recorded, identify_streams,
+                                                      method_error, result_summary)
 from robot_ident.io.config import load_config
 from robot_ident.model.robot import RobotModel
 from robot_ident.offline.bag_workflow import identify_bag, simulate_to_bag
@@ -189,3 +190,81 @@ def test_bag_recorder_keeps_duck_typed_messages(tmp_path):
     assert np.isnan(js.matrix("effort", ["a"])).all()
     assert np.array_equal(cur.matrix("effort", ["a", "b"])[:, 1], 2.0 * np.arange(50))
     assert js.stamps[12] == 101_200_000_000 and np.array_equal(cur.received, 6 + np.arange(50))
+
+def _js(sec):
+    from types import SimpleNamespace as NS
+    return NS(header=NS(stamp=NS(sec=sec, nanosec=0)), name=["a"], position=[0.1], velocity=[], effort=[2.0])
+
+
+@pytest.mark.parametrize("identify_on_abort", [False, True])
+def test_watchdog_closes_an_excitation_window_whose_joint_states_stop(identify_on_abort):
+    """Sim time: the joint states and /clock stop together; only the wall clock moves."""
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state", identify_on_abort=identify_on_abort)
+    assert win.watchdog(100.0, 1.0) == (None, None, "")              # nothing open
+    win.on_excitation_state("exciting", wall=100.0)
+    assert win.watchdog(100.9, 1.0) == (None, None, "")              # none yet, but not for long
+    win.add_joint_state(_js(1), wall=100.5)
+    win.add_joint_state(_js(2), wall=101.0)
+    assert win.watchdog(101.9, 1.0)[0] is None and win.is_open
+    assert win.watchdog(102.05, 1.0)[0] is None and win.is_open      # stale once: maybe our own stall
+    verdict, rec, why = win.watchdog(102.1, 1.0)
+    assert verdict == (IDENTIFY if identify_on_abort else DISCARD) and rec.messages == 2
+    assert "wall time" in why and not win.is_open
+    assert win.on_excitation_state("aborted") == (None, None)         # the late abort finds it closed
+
+
+def test_watchdog_closes_the_window_when_the_excitation_node_is_gone():
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state")
+    win.on_excitation_state("exciting", wall=0.0)
+    win.add_joint_state(_js(1), wall=0.1)
+    assert win.watchdog(0.2, 1.0, state_publishers=1)[0] is None
+    verdict, rec, why = win.watchdog(0.3, 1.0, state_publishers=0)     # killed: no 'aborted' ever comes
+    assert verdict == DISCARD and rec.messages == 1 and "gone" in why
+
+
+def test_watchdog_leaves_manual_windows_alone():
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state")
+    win.start()
+    win.add_joint_state(_js(1), wall=0.0)
+    assert win.watchdog(1000.0, 1.0, state_publishers=0) == (None, None, "") and win.is_open
+
+
+def test_an_empty_window_is_not_identified():
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state")
+    assert empty_reason(None) == "nothing recorded yet"
+    win.start()
+    _, _, rec = win.stop()
+    assert rec.messages == 0 and "no joint state" in empty_reason(rec)
+    win.start()
+    win.add_joint_state(_js(1))
+    _, _, rec = win.stop()
+    assert empty_reason(rec) is None
+
+
+def test_method_is_checked_against_the_estimators():
+    assert method_error("") is None and method_error("wls") is None and method_error("physical") is None
+    err = method_error("wlss")
+    assert err.startswith("parameter method: unknown estimator 'wlss'")
+    assert "ols" in err and "sobol-ga" in err and "\n" not in err
+
+
+def test_watchdog_ignores_a_stall_of_the_node_itself():
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state")
+    win.on_excitation_state("exciting", wall=0.0)
+    win.add_joint_state(_js(1), wall=0.1)
+    assert win.watchdog(1.5, 1.0)[0] is None                     # the timer first after a stall
+    win.add_joint_state(_js(2), wall=1.5)                        # then the queued states
+    assert win.watchdog(1.6, 1.0)[0] is None and win.is_open
+
+
+def test_watchdog_sees_joint_states_recorded_to_a_bag(tmp_path):
+    """The node records to a bag by default: the wall-clock watchdog must see those joint
+    states too (it would otherwise abort a healthy recording), and the window is not empty."""
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state", bag_root=tmp_path, storage="sqlite3")
+    win.on_excitation_state("exciting", wall=0.0)
+    for k in range(1, 30):
+        win.add_joint_state(_js(k), received_ns=k, wall=0.1 * k)
+        assert win.watchdog(0.1 * k + 0.05, 1.0)[0] is None and win.is_open
+    verdict, rec = win.on_excitation_state("done", wall=3.0)
+    assert verdict == IDENTIFY and rec.bag is not None and rec.joint_state_messages == 29
+    assert empty_reason(rec) is None

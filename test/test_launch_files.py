@@ -15,7 +15,7 @@ from launch.actions import DeclareLaunchArgument  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {
     "sim.launch.py": {"config", "urdf", "trajectory", "repetitions", "output_dir", "method", "real_time_factor",
-                      "dry_run"},
+                      "dry_run", "use_sim_time", "interface"},
     "identify.launch.py": {"config", "urdf", "robot_description", "trajectory", "controller", "interface",
                            "repetitions", "dry_run", "autostart", "output_dir", "use_sim_time"},
     "replay.launch.py": {"bag", "config", "urdf", "rate", "record_all", "repetitions", "method", "output_dir",

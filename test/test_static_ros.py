@@ -210,8 +210,12 @@ def test_run_node_spins_and_always_shuts_down():
     tree = ast.parse((ROOT / "robot_ident" / "nodes" / "_common.py").read_text())
     (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_node"]
     body = ast.dump(fn)
-    # ... which catches Ctrl-C and an external shutdown and always destroys and shuts down.
-    assert "KeyboardInterrupt" in body and "ExternalShutdownException" in body
+    # ... which handles SIGINT/SIGTERM itself (rclpy's handlers would shut the context down
+    # before the node could stop the arm), stops first and always destroys and shuts down.
+    assert "install_signal_handlers" in body and "run_until_stopped" in body and "safe_stop" in body
+    assert "ExternalShutdownException" in body
+    (init,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_init"]
+    assert "SignalHandlerOptions" in ast.dump(init) and "NO" in ast.dump(init)
     (final,) = [n for n in ast.walk(fn) if isinstance(n, ast.Try) and n.finalbody]
     final_body = ast.dump(ast.Module(body=final.finalbody, type_ignores=[]))
     assert "destroy_node" in final_body and "shutdown" in final_body

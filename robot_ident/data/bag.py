@@ -41,6 +41,7 @@ _CONTROL_MSGS = {
                           "control_msgs/InterfaceValue[] interface_values\n"),
 }
 STORAGES = ("sqlite3", "mcap")
+BAG_VERSIONS = (8, 9)        # rosbag2 metadata versions written; 8 plays on Humble, 9 does not
 DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000   # stamps of written bags start here
 
 
@@ -187,6 +188,7 @@ def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, s
                         joint_states_topic: str = "/joint_states", current_topic: str | None = None,
                         current_interface: str = "current", joint_states_rate_hz: float = 500.0,
                         current_rate_hz: float | None = None, current_noise_std=0.0, seed: int = 0,
+                        version: int = 8,
                         start_ns: int = DEFAULT_START_NS, latency_ns: int = 200_000,
                         extra_joints: Sequence[str] = ()) -> BagWriteInfo:
     """Write `recording` as a rosbag2 folder the way a ros2_control arm publishes it.
@@ -202,8 +204,13 @@ def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, s
     Source values are ``actuators.currents(effort) + N(0, current_noise_std)``.
     `extra_joints` are published with zeros (a bag also holds joints that are not
     identified). Header stamps start at `start_ns`; bag times lag them by `latency_ns`.
+    `version` is the rosbag2 metadata version: 8 (default) is read by every ROS 2 from
+    Humble on; 9 (Jazzy's newer rosbag2) is not: Humble's `ros2 bag play` rejects it.
     """
     from rosbags.rosbag2 import StoragePlugin, Writer
+    if version not in BAG_VERSIONS:
+        raise BagError(f"unknown rosbag2 metadata version {version!r}; expected one of "
+                       f"{', '.join(map(str, BAG_VERSIONS))}")
     if storage not in STORAGES:
         raise BagError(f"unknown bag storage {storage!r}; expected one of {', '.join(STORAGES)}")
     if current_source not in ("dynamic_joint_states", "joint_states_effort", "effort"):
@@ -248,7 +255,7 @@ def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, s
     try:
         kw = {"storage_plugin": StoragePlugin.SQLITE3 if storage == "sqlite3" else StoragePlugin.MCAP}
         if "version" in inspect.signature(Writer).parameters:   # required keyword since rosbags 0.11
-            kw["version"] = 9
+            kw["version"] = int(version)
         with Writer(p, **kw) as w:
             c_js = w.add_connection(joint_states_topic, JOINT_STATE, typestore=ts)
             c_cur = None

@@ -88,6 +88,10 @@ except ImportError:  # pragma: no cover
     class ExternalShutdownException(Exception):
         pass
 
+# How long a stopping node may spin to get its last messages out (a cancel request's
+# answer, a goal response still on its way); the stop itself goes out at once.
+FLUSH_TIMEOUT = 1.0
+
 
 def shutdown() -> None:
     """rclpy.try_shutdown where it exists, else shutdown if still running."""
@@ -98,28 +102,83 @@ def shutdown() -> None:
         rclpy.shutdown()
 
 
-def run_node(make_node, args=None, multi_threaded: bool = False) -> None:
-    """The life of a node process, as in ros2/demos: init, spin until Ctrl-C or an
-    external shutdown, then close (when the node has `close()`), destroy and shut down."""
-    from rclpy.executors import MultiThreadedExecutor
+def wait_for_acks(*publishers, timeout: float = 0.5) -> None:
+    """Let what the publishers sent reach their (reliable) subscribers before the node goes."""
+    from rclpy.duration import Duration
+    for pub in filter(None, publishers):
+        try:
+            pub.wait_for_all_acked(Duration(seconds=timeout))
+        except Exception:                  # not every rmw implements it
+            pass
 
-    rclpy.init(args=args)
-    node = None
+
+def _init(args) -> None:
+    """rclpy.init without rclpy's signal handlers (Humble, Jazzy): ours stop the node
+    first and shut the context down after (`online.shutdown`)."""
     try:
-        node = make_node()
-        if multi_threaded:
-            executor = MultiThreadedExecutor()
-            executor.add_node(node)
-            executor.spin()
-        else:
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # SIGINT shuts the context down from another thread while the executor may be
-        # taking a message; what that raises is part of shutting down, not a failure.
-        if rclpy.ok():
-            raise
+        from rclpy.signals import SignalHandlerOptions
+    except ImportError:  # pragma: no cover - Foxy: rclpy's handlers stay; the stop runs if spin returns
+        rclpy.init(args=args)
+        return
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+
+
+def run_node(make_node, args=None, multi_threaded: bool = False) -> int:
+    """The life of a node process: init, spin until SIGINT/SIGTERM (Ctrl-C, kill, launch
+    shutdown), an external shutdown or an exception in a callback; then the node's
+    `safe_stop(reason)` (hold / cancel, publish the state) and a short flush while the
+    context still works; then `close()`, destroy, and shut down. A node that cannot
+    start because of its parameters prints one line and exits 1."""
+    import os
+    import sys
+    import time
+
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from ..online.shutdown import StopRequest, install_signal_handlers, run_until_stopped, startup_error
+
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "robot_ident node"
+    request = StopRequest()
+    restore = install_signal_handlers(request)
+    _init(args)
+    node = None
+    outcome = None
+    try:
+        try:
+            node = make_node()
+        except Exception as exc:
+            line = startup_error(prog, exc)
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            return 1
+        executor = MultiThreadedExecutor() if multi_threaded else SingleThreadedExecutor()
+        executor.add_node(node)
+
+        def stop(reason: str) -> None:
+            safe_stop = getattr(node, "safe_stop", None)
+            if callable(safe_stop):
+                safe_stop(reason)
+
+        def flush() -> None:
+            pending = getattr(node, "stop_pending", None)
+            if not callable(pending):
+                return
+            end = time.monotonic() + FLUSH_TIMEOUT
+            while pending() and time.monotonic() < end and rclpy.ok():
+                executor.spin_once(timeout_sec=0.01)
+            done = getattr(node, "stop_flushed", None)
+            if callable(done):
+                done()
+
+        def spin_once() -> None:
+            try:
+                executor.spin_once(timeout_sec=0.05)
+            except ExternalShutdownException:
+                pass                       # ok() is false now: the loop ends
+
+        outcome = run_until_stopped(spin_once, rclpy.ok, request, stop, flush,
+                                    log_error=lambda m: node.get_logger().error(m))
     finally:
         if node is not None:
             close = getattr(node, "close", None)
@@ -127,3 +186,7 @@ def run_node(make_node, args=None, multi_threaded: bool = False) -> None:
                 close()
             node.destroy_node()
         shutdown()
+        restore()
+    if outcome is not None and outcome.error is not None:
+        raise outcome.error
+    return 0

@@ -17,6 +17,7 @@ from std_msgs.msg import Header
 
 from ..data.msgs import dynamic_joint_state_message
 from ..io.config import load_config
+from ..online.shutdown import require_file_parameter
 from ..online.torque_stream import CurrentSynthesiser
 from ._common import declare, float_array, run_node, sensor_qos
 
@@ -29,7 +30,8 @@ class CurrentSynthNode(Node):
         in_topic = declare(self, "input_topic", "/joint_states", "JointState with joint efforts", read_only=True)
         out_topic = declare(self, "output_topic", "/robot_ident/synthetic_currents",
                             "DynamicJointState with the 'current' interface", read_only=True)
-        cfg = load_config(config_file)
+        cfg = load_config(require_file_parameter("current_synth_node", "config_file", config_file,
+                                                 "the robot_ident parameter YAML (joints, actuators)"))
         self.synth = CurrentSynthesiser(cfg.joints, cfg.drive)
         self.interface = cfg.current_interface
         self.pub = self.create_publisher(DynamicJointState, out_topic, sensor_qos())
@@ -44,7 +46,7 @@ class CurrentSynthNode(Node):
 
 
 def main(args=None):
-    run_node(CurrentSynthNode, args)
+    return run_node(CurrentSynthNode, args)
 
 
 if __name__ == "__main__":

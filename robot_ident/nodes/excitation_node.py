@@ -1,28 +1,29 @@
 """excitation_node: drives the arm's trajectory controller through the excitation.
 
 A thin shell around `robot_ident.online.excitation_run.ExcitationRun` (all decisions are made
-there and tested without ROS): loads the URDF and the trajectory (or designs one from
-the config), checks it against the limits, approaches the start pose slowly, sends
-the excitation (repeated) through FollowJointTrajectory or the controller's
-joint_trajectory topic, and publishes its phase (idle / approaching / exciting /
-done / aborted) on a transient-local topic.
+there and tested without ROS): loads the URDF and the trajectory (or designs one), checks
+it, approaches the start pose slowly, sends the excitation through FollowJointTrajectory
+or the joint_trajectory topic, and publishes its phase on a transient-local topic.
 
 Services: ``~/start`` (when ``autostart`` is false) and ``~/stop`` (std_srvs/Trigger).
 """
 from __future__ import annotations
 
 import threading
+import time
 
-from builtin_interfaces.msg import Duration
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import JointTolerance
 from rclpy.action import ActionClient
+from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration as RclpyDuration
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
+from ..io.config import load_config
 from ..online.excitation_plan import prepare_excitation
 from ..online.excitation_run import (
     CancelGoal,
@@ -35,6 +36,7 @@ from ..online.excitation_run import (
     SendTrajectory,
 )
 from ..online.msg_build import joint_trajectory_message
+from ..online.shutdown import require_file_parameter
 from ._common import (
     declare,
     declare_robot_description,
@@ -43,12 +45,8 @@ from ._common import (
     robot_description,
     run_node,
     sensor_qos,
+    wait_for_acks,
 )
-
-
-def _duration(seconds: float) -> Duration:
-    ns = int(round(seconds * 1e9))
-    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
 class ExcitationNode(Node):
@@ -104,7 +102,9 @@ class ExcitationNode(Node):
                                 "point [s]", read_only=True, low=0.01, high=10.0),
             result_timeout=declare(self, "result_timeout", s.result_timeout, "action interface: abort when no "
                                    "result this long after the expected end [s]", read_only=True,
-                                   low=0.1, high=60.0))
+                                   low=0.1, high=60.0),
+            stop_time=declare(self, "stop_time", s.stop_time, "topic interface: the hold trajectory comes to "
+                              "rest in this time on an abort [s]", read_only=True, low=0.02, high=5.0))
         self.path_tolerance = declare(self, "path_tolerance", 0.1, "position path tolerance sent with the "
                                       "goal, per joint [rad or m]; 0: the controller's", read_only=True,
                                       low=0.0, high=1.0)
@@ -113,6 +113,9 @@ class ExcitationNode(Node):
         self.goal_time_tolerance = declare(self, "goal_time_tolerance", 1.0, "goal time tolerance [s]",
                                            read_only=True, low=0.0, high=60.0)
 
+        require_file_parameter("excitation_node", "config_file", self.config_file,
+                               "the robot_ident parameter YAML (joints, actuators, excitation)")
+        self._urdf = robot_description(self)          # fails now, not later on the loader thread
         self._types = message_types()
         self.state_pub = self.create_publisher(String, self.state_topic, latched_qos())
         self.plan_approach_pub = self.create_publisher(JointTrajectory, "~/planned_approach", latched_qos())
@@ -132,26 +135,21 @@ class ExcitationNode(Node):
         self._settings = settings
         self._goal_handle = None
         self._goal_seq = 0
+        self._inflight: list = []          # goal-response and cancel futures a stop waits for
         self._lock = threading.Lock()
         self._loader = threading.Thread(target=self._load, args=(design_time,), daemon=True)
         self._loader.start()
 
-        self.create_subscription(JointState, self._joint_states_topic(), self._on_joint_state, sensor_qos())
+        self.create_subscription(JointState, load_config(self.config_file).joint_states_topic, self._on_joint_state,
+                                 sensor_qos())
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
-        self.create_timer(0.05, self._on_timer)
-
-    # ------------------------------------------------------------------ setup
-    def _joint_states_topic(self) -> str:
-        from ..io.config import load_config
-        try:
-            return load_config(self.config_file).joint_states_topic if self.config_file else "/joint_states"
-        except Exception:
-            return "/joint_states"
+        # On the steady clock: with use_sim_time a timer on the node's clock stops with /clock.
+        self.create_timer(0.05, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _load(self, design_time: float) -> None:
         try:
-            plan = prepare_excitation(robot_description(self), self.config_file, self.trajectory_file or None,
+            plan = prepare_excitation(self._urdf, self.config_file, self.trajectory_file or None,
                                       design_time=design_time,
                                       allow_without_collision_model=self.allow_without_collision_model or None)
             run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model, plan.collision)
@@ -186,8 +184,9 @@ class ExcitationNode(Node):
                 self._send(a)
             elif isinstance(a, CancelGoal):
                 if self._goal_handle is not None:
-                    self._goal_handle.cancel_goal_async()
-                self._goal_seq += 1          # results of the canceled goal are ignored
+                    self._inflight.append(self._goal_handle.cancel_goal_async())
+                self._goal_handle = None
+                self._goal_seq += 1          # its results are ignored; accepted later: canceled
             elif isinstance(a, HoldPosition):
                 self.traj_pub.publish(joint_trajectory_message(self._types, a.points))
             elif isinstance(a, PublishPlan):
@@ -206,19 +205,23 @@ class ExcitationNode(Node):
             goal.path_tolerance = [JointTolerance(name=j, position=self.path_tolerance) for j in names]
         if self.goal_tolerance > 0:
             goal.goal_tolerance = [JointTolerance(name=j, position=self.goal_tolerance) for j in names]
-        goal.goal_time_tolerance = _duration(self.goal_time_tolerance)
+        goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
         self._goal_seq += 1
         seq = self._goal_seq
         self._goal_handle = None
         future = self.action.send_goal_async(goal)
+        self._inflight.append(future)
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
 
     # ---------------------------------------------------------------- events
     def _on_goal_response(self, future, seq: int) -> None:
         with self._lock:
-            if seq != self._goal_seq or self.run is None:
-                return
             handle = future.result()
+            if seq != self._goal_seq or self.run is None:
+                if handle is not None and handle.accepted:     # stopped while the goal was on its way
+                    self._inflight.append(handle.cancel_goal_async())
+                    self.get_logger().warning("canceled a goal accepted after the excitation stopped")
+                return
             accepted = handle is not None and handle.accepted
             if accepted:
                 self._goal_handle = handle
@@ -237,7 +240,8 @@ class ExcitationNode(Node):
         with self._lock:
             if self.run is not None and self._clock_running():
                 stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp))
+                self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp,
+                                                      wall=time.monotonic()))
 
     def _clock_running(self) -> bool:
         """With use_sim_time the clock reads 0 until the first /clock message."""
@@ -264,7 +268,7 @@ class ExcitationNode(Node):
                     return
                 self._execute(self.run.start(now))
                 return
-            self._execute(self.run.tick(now))
+            self._execute(self.run.tick(now, time.monotonic()))
 
     def _on_start(self, request, response):
         with self._lock:
@@ -290,18 +294,25 @@ class ExcitationNode(Node):
                 response.success, response.message = True, "aborted"
         return response
 
-    def close(self) -> None:
-        """On shutdown: cancel a running goal so the controller holds the arm."""
-        try:
-            with self._lock:
-                if self.run is not None and self.run.active:
-                    self._execute(self.run.stop(self._now(), "node shutting down"))
-        except Exception as exc:       # the context may be gone already
-            self.get_logger().warning(f"could not cancel on shutdown: {exc}")
+    def safe_stop(self, reason: str) -> None:
+        """`run_node`, before the context shuts down: cancel or hold, publish ``aborted``."""
+        with self._lock:
+            if self.run is not None and not self.run.finished:
+                self._execute(self.run.stop(self._now(), f"node stopping: {reason}"))
+            elif self.run is None:
+                self._publish_state(Phase.ABORTED, f"node stopping before the excitation was loaded: {reason}")
+
+    def stop_pending(self) -> bool:          # a goal response or a cancel answer is on its way
+        with self._lock:
+            self._inflight = [f for f in self._inflight if not f.done()]
+            return bool(self._inflight)
+
+    def stop_flushed(self) -> None:          # the hold and the state reach their subscribers
+        wait_for_acks(self.traj_pub, self.state_pub)
 
 
 def main(args=None):
-    run_node(ExcitationNode, args)
+    return run_node(ExcitationNode, args)
 
 
 if __name__ == "__main__":

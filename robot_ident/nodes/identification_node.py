@@ -38,14 +38,24 @@ from pathlib import Path
 
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from ..io.config import load_config
-from ..online.identification_window import IDENTIFY, RecordingWindow, identify_recorded, result_summary
+from ..online.identification_window import (
+    IDENTIFY,
+    RecordingWindow,
+    empty_reason,
+    identify_recorded,
+    method_error,
+    result_summary,
+)
 from ..online.recording_bag import StatusProgress
+from ..online.shutdown import require_file_parameter
 from ..online.msg_build import diagnostic_array, labelled_array
 from ._common import (
     declare,
@@ -84,6 +94,16 @@ class IdentificationNode(Node):
                                 "synthesised currents in Gazebo); empty: the config's", read_only=True)
         self.payload_arm = declare(self, "payload_arm", "", "~/identify_payload: the arm's result folder; empty: "
                                    "the config's payload.known_arm, else the URDF")
+        self.joint_state_timeout = declare(
+            self, "joint_state_timeout", 5.0, "close an excitation window as aborted when no joint state came "
+            "for this many seconds of wall (steady) time, or when the excitation node is gone [s]",
+            read_only=True, low=0.05, high=60.0)
+        err = method_error(self.method)
+        if err:
+            raise ValueError(err)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        require_file_parameter("identification_node", "config_file", self.config_file,
+                               "the robot_ident parameter YAML (joints, current source, actuators)")
         self.urdf = robot_description(self)
         self.cfg = load_config(self.config_file)
         if current_topic:
@@ -113,6 +133,8 @@ class IdentificationNode(Node):
             else:
                 self.create_subscription(JointState, self.cfg.current_topic, self._on_current, sensor_qos())
         self.create_subscription(String, state_topic, self._on_excitation_state, latched_qos())
+        self._state_topic = state_topic
+        self.create_timer(0.1, self._on_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_service(Trigger, "~/identify", self._on_identify)
@@ -124,8 +146,27 @@ class IdentificationNode(Node):
         self._status("recording" if self.window.is_open else "idle")
 
     # ------------------------------------------------------------ recording
+    def _on_set_parameters(self, params):
+        for p in params:
+            if p.name == "method":
+                err = method_error(str(p.value))
+                if err:
+                    return SetParametersResult(successful=False, reason=err)
+        return SetParametersResult(successful=True)
+
     def _on_joint_state(self, msg) -> None:
-        self.window.add_joint_state(msg, now_ns(self))
+        self.window.add_joint_state(msg, now_ns(self), wall=time.monotonic())
+
+    def _on_watchdog(self) -> None:
+        publishers = self.count_publishers(self._state_topic) if self.window.source == "excitation" else None
+        verdict, rec, why = self.window.watchdog(time.monotonic(), self.joint_state_timeout, publishers)
+        if rec is None:
+            return
+        self.get_logger().error(f"excitation window closed as aborted: {why}")
+        if verdict == IDENTIFY:
+            self._identify(rec)
+        else:
+            self._status(f"idle (discarded {rec.messages} messages: {why})")
 
     def _on_current(self, msg) -> None:
         self.window.add_current(msg, now_ns(self))
@@ -136,7 +177,7 @@ class IdentificationNode(Node):
 
     def _on_excitation_state(self, msg) -> None:
         was_open = self.window.is_open
-        verdict, rec = self.window.on_excitation_state(msg.data)
+        verdict, rec = self.window.on_excitation_state(msg.data, wall=time.monotonic())
         if self.window.is_open and not was_open:
             self._status("recording")
         if rec is None:
@@ -175,8 +216,9 @@ class IdentificationNode(Node):
 
         rec = self.window.stop()[2] if self.window.is_open else None
         rec = rec or self._last
-        if rec is None:
-            response.success, response.message = False, "nothing recorded yet"
+        why = empty_reason(rec)
+        if why is not None:
+            response.success, response.message = False, why
             return response
         self._last = rec
         out = Path(self.output_dir) / f"payload_{datetime.now(timezone.utc).strftime('%Y%m%d_%H%M%S')}"
@@ -199,7 +241,11 @@ class IdentificationNode(Node):
 
     # -------------------------------------------------------- identification
     def _identify(self, rec) -> tuple[bool, str]:
-        """Start the identification of `rec` on the worker thread."""
+        """Start the identification of `rec` on the worker thread (not of an empty window)."""
+        why = empty_reason(rec)
+        if why is not None:
+            self._status(f"idle ({why})")
+            return False, why
         with self._worker_lock:
             if self._worker is not None and self._worker.is_alive():
                 return False, "an identification is running"
@@ -243,7 +289,7 @@ class IdentificationNode(Node):
 
 
 def main(args=None):
-    run_node(IdentificationNode, args)
+    return run_node(IdentificationNode, args)
 
 
 if __name__ == "__main__":

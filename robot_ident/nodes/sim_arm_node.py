@@ -36,6 +36,7 @@ from trajectory_msgs.msg import JointTrajectory
 from ..data.msgs import dynamic_joint_state_message, joint_state_message
 from ..errors import TrajectoryError
 from ..online.msg_build import clock_message, joint_trajectory_arrays
+from ..online.shutdown import require_file_parameter
 from ..sim.stepper import INVALID_GOAL, SUCCESSFUL, build_stepping_arm, goal_outcome
 from ._common import (
     declare,
@@ -75,6 +76,8 @@ class SimArmNode(Node):
                                       read_only=True, low=0.0, high=1.0)
         q0 = declare(self, "initial_positions", [0.0], "initial joint positions in the config's joint order; "
                      "[0.0] alone: the middle of each range", read_only=True)
+        require_file_parameter("sim_arm_node", "config_file", config_file,
+                               "the robot_ident parameter YAML (joints, actuators, simulation)")
         self.arm, self.cfg = build_stepping_arm(
             robot_description(self), config_file, None if list(q0) == [0.0] else np.asarray(q0, float), rate)
         self.joints = list(self.cfg.joints)
@@ -93,6 +96,8 @@ class SimArmNode(Node):
                                    execute_callback=self._execute, goal_callback=self._on_goal,
                                    cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=cb)
         self._running = True
+        self._stopping = False          # set by safe_stop: running goals end, new ones are refused
+        self._executing = 0
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         self.get_logger().info(f"simulated arm {', '.join(self.joints)} at {rate:g} Hz, "
@@ -156,6 +161,8 @@ class SimArmNode(Node):
             self.get_logger().error(f"trajectory rejected: {why}")
 
     def _on_goal(self, goal) -> GoalResponse:
+        if self._stopping:
+            return GoalResponse.REJECT
         try:
             a = joint_trajectory_arrays(goal.trajectory)
         except Exception as exc:
@@ -168,6 +175,15 @@ class SimArmNode(Node):
         return GoalResponse.ACCEPT
 
     def _execute(self, goal_handle):
+        with self._lock:
+            self._executing += 1
+        try:
+            return self._follow(goal_handle)
+        finally:
+            with self._lock:
+                self._executing -= 1
+
+    def _follow(self, goal_handle):
         result = FollowJointTrajectory.Result()
         code, why, gid = self._set(goal_handle.request.trajectory)
         if code != SUCCESSFUL:
@@ -187,7 +203,8 @@ class SimArmNode(Node):
                 now = self.sim_time()
                 done = now >= f.end_time()
                 q = self.arm.q_true
-                if goal_handle.is_cancel_requested or preempted:
+                stopping = self._stopping
+                if goal_handle.is_cancel_requested or preempted or stopping:
                     f.hold(q)
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -196,6 +213,10 @@ class SimArmNode(Node):
             if preempted:
                 goal_handle.abort()
                 result.error_string = "preempted by a newer trajectory"
+                return result
+            if stopping:
+                goal_handle.abort()
+                result.error_string = "the simulated arm is shutting down; holding position"
                 return result
             if done:
                 break
@@ -215,13 +236,24 @@ class SimArmNode(Node):
             goal_handle.abort()
         return result
 
+    def safe_stop(self, reason: str) -> None:
+        """Before the context shuts down: hold, and end running goals (aborted) so no
+        execute callback is left inside a dying context."""
+        self._stopping = True
+        with self._lock:
+            self.arm.follower.hold(self.arm.q_true)
+
+    def stop_pending(self) -> bool:
+        with self._lock:
+            return self._executing > 0
+
     def close(self) -> None:
         self._running = False
         self._thread.join(timeout=2.0)
 
 
 def main(args=None):
-    run_node(SimArmNode, args, multi_threaded=True)
+    return run_node(SimArmNode, args, multi_threaded=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from std_msgs.msg import Header
 
 from ..data.msgs import joint_state_message
 from ..io.config import load_config
+from ..online.shutdown import require_file_parameter
 from ..online.torque_stream import EffortConverter
 from ._common import declare, float_array, run_node, sensor_qos
 
@@ -33,7 +34,9 @@ class TorqueNode(Node):
                           "this far from the current sample [s]", read_only=True, low=0.0, high=1.0)
         current_topic = declare(self, "current_topic", "", "override the config's current_topic; empty: the "
                                 "config's", read_only=True)
-        cfg = load_config(config_file)
+        cfg = load_config(require_file_parameter("torque_node", "config_file", config_file,
+                                                 "the robot_ident parameter YAML (joints, current source, "
+                                                 "actuators)"))
         if current_topic:
             cfg = replace(cfg, current_topic=current_topic)
         self.converter = EffortConverter.from_config(cfg, max_age)
@@ -66,7 +69,7 @@ class TorqueNode(Node):
 
 
 def main(args=None):
-    run_node(TorqueNode, args)
+    return run_node(TorqueNode, args)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class SimulateOutcome:
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
                     repetitions: int = 1, progress: Progress | None = None,
-                    package_dirs=()) -> SimulateOutcome:
+                    package_dirs=(), bag_version: int = 8) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
@@ -99,7 +99,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
     with progress.stage("write bag"):
         info = write_bag_from_config(output, run.recording, cfg, storage=storage,
-                                     current_noise_std=sim.current_noise, seed=sim.noise.seed)
+                                     current_noise_std=sim.current_noise, seed=sim.noise.seed,
+                                     version=bag_version)
         ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
         true_theta = arm.true_parameters(ordered)
         names = ordered.layout.names

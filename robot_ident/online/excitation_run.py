@@ -4,7 +4,10 @@
 results, a stop request) and by `tick(now)`; every event returns the list of
 `Action`s the node must carry out (send a trajectory, cancel the goal, hold the
 position, publish the state). Times are seconds of the node's clock (sim time when
-use_sim_time is set); the class never reads a clock itself.
+use_sim_time is set); the class never reads a clock itself. Joint-state events and
+`tick` may also carry `wall`, seconds of a steady (monotonic) clock: stale joint
+states are then judged on both clocks, so the watchdog fires even when the node's
+clock stops (sim time whose /clock source died with the joint-state publisher).
 
 Phases::
 
@@ -126,7 +129,8 @@ class ExcitationSettings:
     point_rate: float = 100.0             # trajectory points per second
     settle_time: float = 0.5              # topic mode: wait after the last point
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
-    stop_time: float = 0.3                # topic mode: time to come to rest when aborting
+    stop_time: float = 0.1                # topic mode: time to come to rest when aborting (about as quick
+    #                                       as a controller holding on cancel; measured on ROS: docs/ros2.md)
     rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
 
     def __post_init__(self):
@@ -197,6 +201,8 @@ class ExcitationRun:
         self._q: np.ndarray | None = None
         self._qd: np.ndarray | None = None
         self._last_js: float | None = None
+        self._last_js_wall: float | None = None
+        self._wall_stale: float | None = None   # the last joint state's wall time, seen stale by a tick
         self.max_tracking_error_seen = 0.0
         self._last_check = -np.inf
 
@@ -255,7 +261,7 @@ class ExcitationRun:
 
     # ------------------------------------------------------------- events
     def on_joint_state(self, now: float, names: Sequence[str], position, velocity=(),
-                       stamp: float | None = None) -> list:
+                       stamp: float | None = None, wall: float | None = None) -> list:
         """A joint state received at `now`, measured at `stamp` (its header stamp, same clock;
         None, 0 or more than 1 s away from `now`: `now`). Names are matched; other joints are ignored. While moving, the
         position is compared with the commanded path at the measurement time, at most every
@@ -274,6 +280,7 @@ class ExcitationRun:
         self._q = q
         self._qd = vel[idx] if vel.size == len(names) and np.isfinite(vel[idx]).all() else None
         self._last_js = now
+        self._last_js_wall = wall
         m = self._motion
         if m is None or m.started_at is None or self.settings.dry_run:
             return []
@@ -376,7 +383,7 @@ class ExcitationRun:
             return []
         return self._abort(now, reason)
 
-    def tick(self, now: float) -> list:
+    def tick(self, now: float, wall: float | None = None) -> list:
         """Periodic checks: stale joint states, end of a topic-mode motion, missing results."""
         if not self.active or self.settings.dry_run:
             return []
@@ -385,6 +392,18 @@ class ExcitationRun:
             age = "never" if self._last_js is None else f"{now - self._last_js:.3g} s ago"
             return self._abort(now, f"joint states stopped arriving (last {age}; "
                                     f"joint_state_timeout {s.joint_state_timeout:g} s)")
+        # Stale on the wall clock on two ticks in a row with nothing received in between: after
+        # the whole process stalled (a loaded machine), the executor runs the timer before the
+        # joint states queued meanwhile, and the first tick alone would be a false alarm.
+        stale = (wall is not None and self._last_js_wall is not None
+                 and wall - self._last_js_wall > s.joint_state_timeout)
+        confirmed = stale and self._wall_stale == self._last_js_wall
+        self._wall_stale = self._last_js_wall if stale else None
+        if confirmed:
+            return self._abort(now, f"joint states stopped arriving (last {wall - self._last_js_wall:.3g} s "
+                                    f"ago on the wall clock, the node's clock reads "
+                                    f"{now - self._last_js:.3g} s; joint_state_timeout "
+                                    f"{s.joint_state_timeout:g} s)")
         m = self._motion
         if m is None or m.started_at is None:
             if m is not None and now - m.sent_at > s.result_timeout:

@@ -6,7 +6,10 @@ messages, read by attribute name through `msgs.JointStreamCollector`) while the
 window is open. It opens when the excitation node reports ``exciting`` or on a
 manual start, and closes when the excitation ends (``done`` -> identify; ``aborted``
 -> discard unless `identify_on_abort`; any other state while open -> discard) or on
-a manual stop (-> identify).
+a manual stop (-> identify). A window the excitation opened also closes, as if the
+excitation had aborted, when `watchdog` finds its joint states stale on the wall
+clock (they stopped, and with sim time the clock with them) or the excitation node
+gone (no publisher of its state left): the node never records forever.
 
 With a `bag_root`, the window writes the messages into a new rosbag2 folder under it
 as they arrive (`recording_bag.BagRecorder`: bounded memory for a window of any
@@ -45,6 +48,7 @@ class Recorded:
     source: str                  # "excitation" or "manual"
     messages: int
     bag: Path | None = None      # the rosbag2 folder the window was recorded into
+    joint_state_messages: int | None = None   # counted when recorded to a bag (states is None)
 
 
 class RecordingWindow:
@@ -73,6 +77,9 @@ class RecordingWindow:
         self.bag_root = None if bag_root is None else Path(bag_root)
         self.storage = storage
         self._recorder = None
+        self._last_wall: float | None = None
+        self._js_count = 0
+        self._stale_seen: float | None = None
 
     @classmethod
     def from_config(cls, cfg, identify_on_abort: bool = False, bag_root=None) -> "RecordingWindow":
@@ -93,9 +100,11 @@ class RecordingWindow:
     def messages(self) -> int:
         return self._count
 
-    def _open(self, source: str) -> None:
+    def _open(self, source: str, wall: float | None = None) -> None:
         self._source = source
+        self._last_wall = wall
         self._count = 0
+        self._js_count = 0
         self.dropped = 0
         if self.bag_root is not None:
             from .recording_bag import BagRecorder
@@ -112,20 +121,21 @@ class RecordingWindow:
         js, cur, src, count, recorder = self._js, self._cur, self._source, self._count, self._recorder
         self._source, self._js, self._cur, self._recorder = None, None, None, None
         if recorder is not None:
-            return Recorded(None, None, src, count, recorder.close())
+            return Recorded(None, None, src, count, recorder.close(), joint_state_messages=self._js_count)
         if js is None:
             return None
         states = js.stream()
         return Recorded(states, states if cur is None else cur.stream(), src, count)
 
     # ------------------------------------------------------------- events
-    def on_excitation_state(self, state: str) -> tuple[str | None, Recorded | None]:
-        """The excitation node's state. Returns (IDENTIFY | DISCARD | None, recorded)."""
+    def on_excitation_state(self, state: str, wall: float | None = None) -> tuple[str | None, Recorded | None]:
+        """The excitation node's state (`wall`: steady-clock seconds, for `watchdog`).
+        Returns (IDENTIFY | DISCARD | None, recorded)."""
         with self._lock:
             prev, self.last_excitation_state = self.last_excitation_state, state
             if state == "exciting":
                 if self._source is None:
-                    self._open("excitation")
+                    self._open("excitation", wall)
                 return None, None
             if self._source != "excitation" or prev != "exciting" and state == prev:
                 return None, None
@@ -148,11 +158,39 @@ class RecordingWindow:
             rec = self._close()
             return True, f"recorded {rec.messages} messages", rec
 
-    def add_joint_state(self, msg, received_ns: int | None = None) -> None:
+    def watchdog(self, wall: float, timeout: float, state_publishers: int | None = None
+                 ) -> tuple[str | None, Recorded | None, str]:
+        """Close a window the excitation opened when no joint state came for `timeout`
+        seconds of the steady clock `wall` (counted from the opening when none came), or
+        when `state_publishers` (publishers of the excitation state) is 0: the verdict of
+        an abort (DISCARD, or IDENTIFY with identify_on_abort). Manual windows are left
+        alone. Returns (verdict | None, recorded | None, why)."""
         with self._lock:
+            if self._source != "excitation":
+                return None, None, ""
+            if state_publishers == 0:
+                why = "the excitation node is gone (no publisher of its state)"
+            elif self._last_wall is not None and wall - self._last_wall > timeout:
+                # stale on two calls in a row with nothing received in between (after a stall of
+                # the process its timer runs before the messages queued meanwhile)
+                if self._stale_seen != self._last_wall:
+                    self._stale_seen = self._last_wall
+                    return None, None, ""
+                why = (f"no joint state for {wall - self._last_wall:.3g} s of wall time "
+                       f"(joint_state_timeout {timeout:g} s)")
+            else:
+                return None, None, ""
+            rec = self._close()
+            return (IDENTIFY if self.identify_on_abort else DISCARD), rec, why
+
+    def add_joint_state(self, msg, received_ns: int | None = None, wall: float | None = None) -> None:
+        with self._lock:
+            if self._source is not None and wall is not None:
+                self._last_wall = wall          # the wall-clock watchdog sees fresh joint states
             if self._recorder is not None:
                 self._recorder.write_joint_state(msg, received_ns)
                 self._count += 1
+                self._js_count += 1
                 return
             if self._js is None:
                 return
@@ -161,6 +199,7 @@ class RecordingWindow:
                 return
             self._js.add(msg, received_ns)
             self._count += 1
+            self._js_count += 1
 
     def add_current(self, msg, received_ns: int | None = None) -> None:
         """Messages of the current topic (ignored when it is the joint-state topic: those
@@ -181,6 +220,25 @@ class RecordingWindow:
 
 
 # ------------------------------------------------------------------ identification
+def empty_reason(rec: Recorded | None) -> str | None:
+    """Why `rec` cannot be identified (nothing recorded), None when it can be tried."""
+    if rec is None:
+        return "nothing recorded yet"
+    n_states = rec.joint_state_messages if rec.states is None else len(rec.states.stamps)
+    if rec.messages == 0 or not n_states:
+        return f"the {rec.source} window holds no joint state; nothing to identify"
+    return None
+
+
+def method_error(method: str) -> str | None:
+    """A one-line error for an unknown estimator name (empty: the config's), else None."""
+    from ..estimation import ESTIMATORS
+    if not method or method in ESTIMATORS:
+        return None
+    return (f"parameter method: unknown estimator {method!r}; "
+            f"expected one of {', '.join(sorted(ESTIMATORS))} (or empty: the config's)")
+
+
 @dataclass
 class StreamOutcome:
     model: object
