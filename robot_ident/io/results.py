@@ -18,6 +18,7 @@ from ..errors import ConfigError
 from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.base import BaseParameters
+from ..util.yaml_strict import safe_load_strict
 from .atomic import atomic_write_text
 
 FORMAT_VERSION = 1
@@ -101,7 +102,7 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
     if not path.is_file():
         raise ConfigError(f"no result.yaml in {folder}")
     try:
-        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+        d = safe_load_strict(path.read_text(encoding="utf-8"))
         br = d["base_reduction"]
         names = [p["name"] for p in d["base_parameters"]]
         base = BaseParameters(tuple(br["standard_names"]), np.array(br["independent"], int),
