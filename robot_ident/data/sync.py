@@ -9,18 +9,27 @@ Rules, in the order they are applied to each stream:
 
 1. Columns are matched by joint name, never by position in the message. A joint
    that appears in no message of a stream is an error naming the joint and topic.
-2. Time jumps: a step *back* in header stamp larger than ``jump_back_s`` (default:
-   the larger of the gap limit and 0.5 s) in arrival order means the source restarted (a bag played in a
-   loop, a simulator reset). The stream is cut into *passes* there; pass k of one
-   stream is joined with pass k of the other, and each pass gives its own segments.
+2. Time steps back: wherever the header stamps step *back* in arrival order and the
+   stream stays below its previous latest stamp for more than ``LATE_MAX``
+   messages, the clock stepped (an NTP correction, a restart, a bag played in a
+   loop) -- whatever the size of the step. The stream is cut into *passes* there,
+   never re-sorted across the step. Passes are paired by receive time when both
+   streams have receive times (the bag's log times): each pair covers the time both
+   passes were being received, and a pair whose clock offset between the two topics
+   (median stamp minus receive time) differs from that of the longest pair by more
+   than ``max(1 ms, 10 x the latency spread)`` is dropped and reported (the clock of
+   only one topic stepped: its stamps no longer line up with the other's). Without
+   receive times pass k of one stream is joined with pass k of the other.
 3. Non-finite values (joint_state_broadcaster publishes NaN for interfaces a joint
    lacks; an empty array means the field is not published): a sample with a NaN in
    a field that is used is dropped and counted per joint. A field that has no
    finite value at all for some joint is *absent*: positions or efforts absent is
    an error; velocities absent means the recording carries no velocities (they will
    be differentiated from positions), noted in the report.
-4. Stamps that arrive out of order (a step back smaller than the jump limit) are
-   sorted; repeated stamps keep the first sample that arrived and count the rest.
+4. A few messages (at most ``LATE_MAX`` in a row) stamped before their predecessor, each
+   filling a hole in the stamps before it, are messages delivered late: they are sorted
+   into place and counted; repeated stamps
+   keep the first sample that arrived and count the rest.
 5. Gaps: consecutive samples of a stream further apart than ``max_gap_s``
    (default: 5 periods of the slower stream) are never interpolated across; the
    data is split into segments where either stream has a gap, and each gap is
@@ -32,6 +41,9 @@ Rules, in the order they are applied to each stream:
    field is linearly interpolated at the grid times within each segment.
    Segments shorter than ``min_segment_s`` or ``min_samples`` grid points are
    dropped and counted.
+
+The grid rate may be at most ``MAX_RATE_FACTOR`` times the faster stream's rate (a
+typo of rate_hz would otherwise ask for more memory than the machine has).
 
 Times in the output recordings are seconds from the pass's origin stamp (the first
 sample of the faster stream in that pass); ``meta['stamp_origin_ns']`` holds it.
@@ -48,12 +60,16 @@ from ..errors import SignalError
 from .joint_stream import NS_PER_S, JointStream
 from .signals import Recording
 
+LATE_MAX = 3             # up to this many messages in a row below the latest stamp: delivered late
+MAX_RATE_FACTOR = 20.0   # rate_hz at most this times the faster stream's rate
+
 
 @dataclass(frozen=True)
 class SyncOptions:
     rate_hz: float | None = None        # None: the faster stream's median rate
     max_gap_s: float | None = None      # None: 5 median periods of the slower stream
-    jump_back_s: float | None = None    # None: max(max_gap_s, 0.5 s)
+    jump_back_s: float | None = None    # steps back larger than this are reported as restarts, smaller ones
+                                        # as clock steps; every step back cuts the stream (rule 2)
     min_segment_s: float = 0.0
     min_samples: int = 3
     use_velocity: bool = True
@@ -77,14 +93,15 @@ class StreamReport:
     messages: int = 0
     rate_hz: float = float("nan")  # median rate of the stamps
     foreign: int = 0               # messages about none of the joints (another publisher), ignored
-    out_of_order: int = 0          # samples that arrived after a later-stamped one (re-sorted)
+    out_of_order: int = 0          # samples delivered late (<= LATE_MAX in a row), re-sorted
     duplicates: int = 0            # samples dropped because their stamp was seen already
     nan_samples: int = 0           # samples dropped for a non-finite value in a used field
     nan_by_joint: dict = field(default_factory=dict)
     absent_fields: dict = field(default_factory=dict)   # field -> joints with no finite value
     isolated: int = 0              # samples alone between two gaps (cannot be interpolated)
     unused: int = 0                # valid samples outside every kept segment
-    passes: int = 1                # 1 + number of backward time jumps
+    passes: int = 1                # 1 + number of backward time steps
+    steps_back: list = field(default_factory=list)   # (stamp before, size) of each step back, s
 
 
 @dataclass(frozen=True)
@@ -105,7 +122,8 @@ class SyncReport:
     max_gap_s: float
     streams: dict                  # role -> StreamReport
     gaps: list = field(default_factory=list)
-    time_jumps: int = 0            # backward jumps (per stream pair: passes - 1)
+    time_jumps: int = 0            # backward time steps (the larger count of the two streams)
+    dropped_pairs: int = 0         # pass pairs whose clock offset disagrees (see rule 2)
     segments: int = 0
     samples: int = 0               # grid samples in kept segments
     short_segments: int = 0        # segments dropped for being too short
@@ -115,7 +133,9 @@ class SyncReport:
     def summary(self) -> str:
         lines = [f"synchronised at {self.rate_hz:.6g} Hz: {self.segments} segment(s), {self.samples} samples; "
                  f"{len(self.gaps)} gap(s) > {self.max_gap_s * 1e3:.3g} ms, {self.time_jumps} backward time "
-                 f"jump(s), {self.short_segments} short segment(s) dropped ({self.short_segment_samples} samples)"]
+                 f"step(s), {self.short_segments} short segment(s) dropped ({self.short_segment_samples} samples)"
+                 + (f", {self.dropped_pairs} stretch(es) dropped for disagreeing clocks" if self.dropped_pairs
+                    else "")]
         for r in self.streams.values():
             lines.append(f"  {r.role} {r.topic}: {r.messages} messages at {r.rate_hz:.6g} Hz; dropped "
                          f"{r.duplicates} duplicate, {r.nan_samples} non-finite, {r.isolated} isolated; "
@@ -140,6 +160,51 @@ class SyncResult:
 class _Pass:
     t_ns: np.ndarray               # sorted, unique, valid
     values: dict                   # field -> (m, n)
+    rx_ns: np.ndarray | None = None   # receive times of the same samples, if known
+
+    def within(self, lo: int, hi: int) -> "_Pass":
+        """The samples received in [lo, hi]."""
+        k = (self.rx_ns >= lo) & (self.rx_ns <= hi)
+        return _Pass(self.t_ns[k], {f: v[k] for f, v in self.values.items()}, self.rx_ns[k])
+
+
+def _step_boundaries(stamps: np.ndarray) -> list[int]:
+    """Indices where the clock stepped back (rule 2). A message stamped before the latest
+    one so far was *delivered late* only if it fills a hole in what came before (its
+    neighbouring stamps are more than 1.5 periods apart) and at most LATE_MAX messages
+    in a row are late; anything else -- a long run below the latest stamp, or a stamp
+    that lands among existing ones, which is what even a one-period clock step does --
+    is a clock step and cuts the stream."""
+    period = _median_period_ns(stamps)
+    out, a, M = [], 0, stamps.size
+    while a < M - 1:
+        s = stamps[a:]
+        prev_max = np.maximum.accumulate(s)[:-1]
+        below = np.concatenate([[False], s[1:] < prev_max])
+        if not below.any():
+            break
+        edges = np.diff(np.concatenate([[0], below.astype(np.int8), [0]]))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        cut = None
+        for r0, r1 in zip(starts, ends):
+            if r1 - r0 > LATE_MAX or not math.isfinite(period):
+                cut = r0
+                break
+            before = np.sort(s[:r0])
+            for i in range(r0, r1):
+                k = int(np.searchsorted(before, s[i]))
+                lo = before[k - 1] if k > 0 else -np.inf
+                hi = before[k] if k < before.size else np.inf
+                if hi - lo <= 1.5 * period:
+                    cut = r0
+                    break
+            if cut is not None:
+                break
+        if cut is None:
+            break
+        out.append(a + int(cut))
+        a += int(cut)
+    return out
 
 
 def _median_period_ns(stamps: np.ndarray) -> float:
@@ -151,7 +216,7 @@ def _median_period_ns(stamps: np.ndarray) -> float:
 
 
 def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Sequence[str],
-             optional: Sequence[str], jump_ns: float, report: StreamReport,
+             optional: Sequence[str], report: StreamReport,
              notes: list) -> tuple[list[_Pass], tuple[str, ...]]:
     topic = stream.topic
     M = len(stream)
@@ -204,12 +269,15 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
                           f"is a value NaN in every message?); per joint non-finite counts: "
                           f"{', '.join(f'{j} {c}' for j, c in report.nan_by_joint.items())}")
 
-    # Passes: split at big backward steps in arrival order.
+    # Passes: split where the clock steps back (rule 2); late messages are re-sorted (rule 4).
     stamps = stream.stamps
-    steps = np.diff(stamps)
-    jumps = np.flatnonzero(steps < -jump_ns) + 1
+    rx = stream.received
+    jumps = np.array(_step_boundaries(stamps), dtype=int)
     report.passes = jumps.size + 1
-    bounds = np.concatenate([[0], jumps, [M]])
+    for b in jumps:
+        before = int(np.max(stamps[:b]))
+        report.steps_back.append(((before - int(stamps[0])) / NS_PER_S, (before - int(stamps[b])) / NS_PER_S))
+    bounds = np.concatenate([[0], jumps, [M]]).astype(int)
     passes = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         s = stamps[a:b]
@@ -223,8 +291,54 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
         first[1:] = ts[1:] != ts[:-1]
         report.duplicates += int((~first).sum())
         order, ts = order[first], ts[first]
-        passes.append(_Pass(ts, {f: m[order] for f, m in mats.items()}))
+        passes.append(_Pass(ts, {f: m[order] for f, m in mats.items()}, rx[order] if rx is not None else None))
     return passes, tuple(used_optional)
+
+
+def _pair_passes(sp: list[_Pass], ep: list[_Pass], s_topic: str, e_topic: str,
+                 notes: list) -> tuple[list[tuple[_Pass, _Pass]], int]:
+    """Pairs of passes to join (rule 2) and the number of pairs dropped for a clock offset
+    that disagrees with the longest pair's."""
+    if any(p.rx_ns is None for p in sp + ep):
+        if len(sp) != len(ep):
+            raise SignalError(f"topic {s_topic!r} jumps back in time {len(sp) - 1} time(s) but topic "
+                              f"{e_topic!r} {len(ep) - 1} time(s), and without receive times the passes "
+                              "cannot be paired")
+        return list(zip(sp, ep)), 0
+    if len(sp) == 1 and len(ep) == 1:
+        return [(sp[0], ep[0])], 0
+    cand = []
+    for ps in sp:
+        if ps.t_ns.size == 0:
+            continue
+        for pe in ep:
+            if pe.t_ns.size == 0:
+                continue
+            lo = max(int(ps.rx_ns.min()), int(pe.rx_ns.min()))
+            hi = min(int(ps.rx_ns.max()), int(pe.rx_ns.max()))
+            if hi <= lo:
+                continue
+            a, b = ps.within(lo, hi), pe.within(lo, hi)
+            if a.t_ns.size < 2 or b.t_ns.size < 2:
+                continue
+            la, lb = a.t_ns - a.rx_ns, b.t_ns - b.rx_ns
+            spread = float(np.median(np.abs(la - np.median(la))) + np.median(np.abs(lb - np.median(lb))))
+            cand.append((hi - lo, float(np.median(la) - np.median(lb)), spread, a, b))
+    if not cand:
+        return [], 0
+    ref = max(cand, key=lambda c: c[0])
+    tol = max(1e-3 * NS_PER_S, 10.0 * ref[2])
+    pairs, dropped = [], 0
+    for dur, off, _, a, b in sorted(cand, key=lambda c: int(c[3].rx_ns[0])):
+        if abs(off - ref[1]) > tol:
+            dropped += 1
+            if dur > tol:
+                notes.append(f"{dur / NS_PER_S:.3g} s of data dropped: the clocks of topics {s_topic!r} and "
+                             f"{e_topic!r} disagree there by {(off - ref[1]) / NS_PER_S * 1e3:+.4g} ms more than "
+                             "in the rest of the recording (the clock of one topic stepped)")
+            continue
+        pairs.append((a, b))
+    return pairs, dropped
 
 
 def _runs(t: np.ndarray, max_gap: float) -> tuple[list[tuple[int, int]], list[tuple[float, float]], int]:
@@ -345,20 +459,26 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     if max_gap < 1.5 * slow_ns / NS_PER_S:
         notes.append(f"max_gap_s {max_gap:g} s is below 1.5 periods of the slower stream; most of it "
                      "will be treated as gaps")
-    # A message delivered late steps back a little and is re-sorted; a restart steps back far.
-    jump_ns = (opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)) * NS_PER_S
-
+    if opt.rate_hz is not None and rate > MAX_RATE_FACTOR * NS_PER_S / min(per.values()):
+        raise SignalError(f"sync rate_hz {rate:g} Hz is more than {MAX_RATE_FACTOR:g} times the faster "
+                          f"stream's rate ({NS_PER_S / min(per.values()):.6g} Hz); interpolating that finely "
+                          "adds no information")
     opt_fields = (velocity_field,) if opt.use_velocity else ()
-    sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, jump_ns, rs, notes)
-    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), jump_ns, re_, notes)
-    if len(sp) != len(ep):
-        raise SignalError(f"topic {states.topic!r} jumps back in time {len(sp) - 1} time(s) but topic "
-                          f"{efforts.topic!r} {len(ep) - 1} time(s); the passes cannot be paired")
+    sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, rs, notes)
+    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), re_, notes)
+    restart_s = opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)
+    for s_, r in ((states, rs), (efforts, re_)):
+        for at, size in r.steps_back:
+            kind = "restarts (a new run or a bag played in a loop)" if size > restart_s else "steps back (a clock step)"
+            notes.append(f"topic {s_.topic!r}: time {kind} by {size:.4g} s at {at:.4g} s from its first stamp; "
+                         "the data are cut there")
+    pairs, dropped = _pair_passes(sp, ep, states.topic, efforts.topic, notes)
     has_qd = velocity_field in s_opt
-    report = SyncReport(rate, max_gap, {"states": rs, "efforts": re_}, time_jumps=len(sp) - 1, notes=notes)
+    report = SyncReport(rate, max_gap, {"states": rs, "efforts": re_}, time_jumps=max(len(sp), len(ep)) - 1,
+                        notes=notes, dropped_pairs=dropped)
     segments: list[Recording] = []
 
-    for k, (ps, pe) in enumerate(zip(sp, ep)):
+    for k, (ps, pe) in enumerate(pairs):
         ref = pe if fast_role == "efforts" else ps
         if ref.t_ns.size == 0 or ps.t_ns.size == 0 or pe.t_ns.size == 0:
             continue

@@ -58,6 +58,11 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
     raw_rms = np.sqrt(np.bincount(problem.joint_of_row, weights=sq, minlength=model.n) / np.maximum(counts, 1))
     raw_rms = [float(v) for v in raw_rms]
     result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
+    # Is the model determined by the data? (estimation/conditioning.py; not in `extra`,
+    # which is written as the settings)
+    from .conditioning import assess_quality
+    result.quality = assess_quality(result, np.sqrt(np.mean(problem.W ** 2, axis=0)),
+                                    float(np.sqrt(np.mean(problem.y ** 2))))
     result.extra.update({"moving_threshold": settings.moving_threshold,
                          "reversal_guard_s": settings.guard_s,
                          "rows_kept_fraction": problem.n_rows / (data.n_samples * model.n)})

@@ -68,6 +68,8 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
             "physically_consistent": {b: body_is_physical(theta[layout.inertial_slice(b)])[0]
                                       for b in layout.body_joints},
         }
+    if result.quality is not None:
+        d["model_quality"] = result.quality
     if validation is not None:
         d["validation"] = {"moving_threshold": validation.moving_threshold,
                            "joints": validation.as_dict()}
@@ -81,7 +83,8 @@ def write_result_yaml(folder: str | Path, data: dict) -> Path:
     return atomic_write_text(Path(folder) / "result.yaml", text)
 
 
-def write_identified_urdf(folder: str | Path, model, result: IdentificationResult) -> Path | None:
+def write_identified_urdf(folder: str | Path, model, result: IdentificationResult,
+                          warning: str | None = None) -> Path | None:
     """identified.urdf from the estimator's standard parameters (bodies that are not
     physically consistent keep their CAD values and are listed in a comment), or None
     when the estimator only produced base parameters."""
@@ -92,6 +95,8 @@ def write_identified_urdf(folder: str | Path, model, result: IdentificationResul
     note = (f"<!-- identified by robot_ident ({result.method}); bodies written: {', '.join(report.written)}"
             + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
                if report.kept_cad else "") + " -->\n")
+    if warning:
+        note += f"<!-- WARNING: {warning.replace('--', '- -')} -->\n"
     head, sep, body = xml.partition("\n")
     return atomic_write_text(Path(folder) / "identified.urdf", head + sep + note + body)
 
