@@ -73,9 +73,11 @@ class SyncOptions:
     min_segment_s: float = 0.0
     min_samples: int = 3
     use_velocity: bool = True
+    max_lag_s: float | None = None      # lag search bound between the topics (data/lag.py); None: 0.05 s
+    lag_threshold_s: float | None = None  # lags above this are corrected; None: 0.001 s
 
     def __post_init__(self):
-        for name in ("rate_hz", "max_gap_s", "jump_back_s"):
+        for name in ("rate_hz", "max_gap_s", "jump_back_s", "max_lag_s", "lag_threshold_s"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise SignalError(f"synchronisation option {name} must be a positive number, got {v!r}")
@@ -124,6 +126,10 @@ class SyncReport:
     gaps: list = field(default_factory=list)
     time_jumps: int = 0            # backward time steps (the larger count of the two streams)
     dropped_pairs: int = 0         # pass pairs whose clock offset disagrees (see rule 2)
+    lag: object = None             # data.lag.LagEstimate between the topics, if measurable
+    lag_corrected: bool = False
+    other_joints: dict = field(default_factory=dict)   # joint -> (min, max) position of the
+                                                       # state topic's joints not synchronised
     segments: int = 0
     samples: int = 0               # grid samples in kept segments
     short_segments: int = 0        # segments dropped for being too short
@@ -141,6 +147,8 @@ class SyncReport:
                          f"{r.duplicates} duplicate, {r.nan_samples} non-finite, {r.isolated} isolated; "
                          f"{r.foreign} other publishers' ignored; "
                          f"{r.out_of_order} re-sorted; {r.unused} unused")
+        if self.lag is not None:
+            lines.append("  " + self.lag.summary() + ("; corrected" if self.lag_corrected else "; not corrected"))
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -341,6 +349,31 @@ def _pair_passes(sp: list[_Pass], ep: list[_Pass], s_topic: str, e_topic: str,
     return pairs, dropped
 
 
+def _align_topics(pairs, position_field: str, opt: SyncOptions, s_topic: str, e_topic: str, notes: list):
+    """Measure the lag of the current topic from the positions it also carries (data/lag.py)
+    on the longest pair; move its stamps when the lag exceeds the threshold. A lag at the
+    search bound is an error: the topics are not on one clock."""
+    from .lag import CORRECT_ABOVE_S, MAX_LAG_S, estimate_lag_from_positions
+    max_lag = opt.max_lag_s or MAX_LAG_S
+    thr = opt.lag_threshold_s or CORRECT_ABOVE_S
+    ps, pe = max(pairs, key=lambda p: min(p[0].t_ns.size, p[1].t_ns.size))
+    o = int(ps.t_ns[0])
+    est = estimate_lag_from_positions((ps.t_ns - o) / NS_PER_S, ps.values[position_field],
+                                      (pe.t_ns - o) / NS_PER_S, pe.values[position_field], max_lag)
+    if not math.isfinite(est.lag_s):
+        return pairs, est, False
+    if est.at_bound:
+        raise SignalError(f"topic {e_topic!r} is offset from {s_topic!r} by {1e3 * est.lag_s:+.3g} ms or more "
+                          f"(their positions do not line up within sync.max_lag_s = {max_lag:g} s): are the two "
+                          "topics stamped by different clocks? raise sync.max_lag_s if the offset is real")
+    if abs(est.lag_s) <= thr:
+        return pairs, est, False
+    shift = int(round(est.lag_s * NS_PER_S))
+    notes.append(f"topic {e_topic!r} is stamped {1e3 * est.lag_s:+.3g} ms late relative to {s_topic!r} (measured "
+                 "on the positions both carry); its stamps are corrected")
+    return [(a, _Pass(b.t_ns - shift, b.values, b.rx_ns)) for a, b in pairs], est, True
+
+
 def _runs(t: np.ndarray, max_gap: float) -> tuple[list[tuple[int, int]], list[tuple[float, float]], int]:
     """Index ranges [i0, i1] of runs without gaps (>= 2 samples), the gaps, isolated sample count."""
     if t.size == 0:
@@ -465,7 +498,8 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
                           "adds no information")
     opt_fields = (velocity_field,) if opt.use_velocity else ()
     sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, rs, notes)
-    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), re_, notes)
+    e_pos = (position_field,) if position_field in efforts.fields and efforts is not states else ()
+    ep, e_opt = _prepare(efforts, "efforts", joints, (effort_field,), e_pos, re_, [])
     restart_s = opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)
     for s_, r in ((states, rs), (efforts, re_)):
         for at, size in r.steps_back:
@@ -473,9 +507,21 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
             notes.append(f"topic {s_.topic!r}: time {kind} by {size:.4g} s at {at:.4g} s from its first stamp; "
                          "the data are cut there")
     pairs, dropped = _pair_passes(sp, ep, states.topic, efforts.topic, notes)
+    lag, lag_applied = None, False
+    if position_field in e_opt and pairs:
+        pairs, lag, lag_applied = _align_topics(pairs, position_field, opt, states.topic, efforts.topic, notes)
+    others = {}
+    extra = sorted(states.joint_set() - set(joints))
+    if extra and position_field in states.fields:
+        m = states.matrix(position_field, extra)
+        for k, j in enumerate(extra):
+            col = m[:, k][np.isfinite(m[:, k])]
+            if col.size:
+                others[j] = (float(col.min()), float(col.max()))
     has_qd = velocity_field in s_opt
     report = SyncReport(rate, max_gap, {"states": rs, "efforts": re_}, time_jumps=max(len(sp), len(ep)) - 1,
-                        notes=notes, dropped_pairs=dropped)
+                        notes=notes, dropped_pairs=dropped, other_joints=others, lag=lag,
+                        lag_corrected=lag_applied)
     segments: list[Recording] = []
 
     for k, (ps, pe) in enumerate(pairs):

@@ -51,7 +51,7 @@ CURRENT_SOURCES = ("dynamic_joint_states", "joint_states_effort", "effort")
 WILDCARD = "/**"
 _OWNED = ("joints", "current_source", "current_interface", "joint_states_topic", "current_topic",
           "actuators", "sync")
-_SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s")
+_SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_threshold_s")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 of a result on another bag. The command line and the identification node call these."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +49,13 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     from ..sim import SimulatedArm
     from ..sim.config import simulation_config
 
+    from ..io.staging import StagedFolder, check_output_folder
+    from .sim_checks import check_trajectory_against_urdf
+
     progress = progress or Progress(quiet=True)
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
+    check_output_folder(output, "bag", replace=False)          # before any work
     cfg = load_config(config_path)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
@@ -60,6 +64,7 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if set(traj.joint_names) != set(cad.joint_names):
         raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
                           f"identifies {list(cad.joint_names)}")
+    check_trajectory_against_urdf(traj, cad, str(trajectory_path))
     with progress.stage("model"):
         theta = cad.nominal.copy()
         if sim.payload_mass > 0:
@@ -75,8 +80,9 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
-    with progress.stage("write bag"):
-        info = write_bag_from_config(output, run.recording, cfg, storage=storage,
+    with progress.stage("write bag"), StagedFolder(output, "bag", replace=False, create=False) as staged:
+        # written aside and renamed into place: an interrupted write leaves nothing behind
+        info = write_bag_from_config(staged, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed)
         true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
         names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
@@ -84,7 +90,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
-        truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
+        atomic_write_text(staged / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
+    truth_file = Path(output) / TRUTH_FILE
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
 
@@ -108,13 +115,30 @@ class IdentifyOutcome:
     validation: ValidationReport | None
     output: Path
     sync_summary: str
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
+
+
+def _stderr(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr)
 
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
-                 progress: Progress | None = None, plots: bool = True) -> IdentifyOutcome:
+                 progress: Progress | None = None, plots: bool = True, force: bool = False,
+                 warn=_stderr) -> IdentifyOutcome:
+    """Bag -> result folder. Plausibility checks and the inter-topic lag
+    (estimation/input_checks.py) run before identifying: their ``warning:`` lines go to
+    `warn`; an implausible input is refused unless `force`. A model the data do not
+    determine is marked in result.yaml and identified.urdf."""
+    from ..data.bag import read_recordings_from_config
+    from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
+    from ..estimation.plausibility import enforce
     from ..io.config import load_config
+    from ..io.result_folder import check_result_folder
 
     progress = progress or Progress(quiet=True)
+    check_result_folder(output, force)                   # before any work
     cfg = load_config(config_path)
     section = dict(cfg.section("identification"))
     if method is not None:
@@ -124,10 +148,26 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     icfg = identification_config(section)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
-    parts, summary = read_processed(bag, cfg, settings, progress)
+    with progress.stage("read bag"):
+        sync = read_recordings_from_config(bag, cfg)
+    with progress.stage("check"):
+        try:
+            checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic,
+                                  cfg.effort_field)
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
+    warnings = list(checked.warnings)
+    for line in warnings:
+        warn(line)
+    enforce(checked.findings, force)
+    parts, summary = checked.parts, checked.summary
     ident_data, valid_data = split_holdout(parts, icfg.holdout)
     with progress.stage("identify"):
         result = identify(model, ident_data, settings)
+    if result.quality is not None:
+        for line in quality_warnings(result.quality):
+            warn(line)
+            warnings.append(line)
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
@@ -135,9 +175,10 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     out = Path(output)
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary}}
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
-    return IdentifyOutcome(model, result, validation, out, summary)
+                            "synchronisation": summary},
+                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots, force=force)
+    return IdentifyOutcome(model, result, validation, out, summary, warnings)
 
 
 # ----------------------------------------------------------------------- validate

@@ -20,6 +20,9 @@ def add_parser(sub):
                    help="estimator (default: identification.method of the config, else wls)")
     p.add_argument("--holdout", type=float, default=None,
                    help="fraction of the recording's end kept for validation (default: config, else 0.2)")
+    p.add_argument("--force", action="store_true",
+                   help="identify even when the plausibility checks refuse the input, and replace an output "
+                        "folder that is not a robot_ident result")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -27,11 +30,16 @@ def add_parser(sub):
 
 def run(args) -> int:
     o = identify_bag(args.bag, args.urdf, args.config, args.output, args.method, args.holdout,
-                     Progress(quiet=args.quiet), plots=not args.no_plots)
+                     Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force)
     r = o.result
     print(o.sync_summary)
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "
           f"condition number {r.condition_number:.1f}")
+    if r.quality is not None and not r.quality["good"]:
+        print("model quality: NOT A GOOD MODEL (" + "; ".join(r.quality["reasons"]) + "); see the warning above "
+              "and model_quality in result.yaml")
+    if o.warnings:
+        print(f"{len(o.warnings)} warning(s) (also in result.yaml under input_checks)")
     if o.validation is not None:
         in_sample = [r.extra["raw_residual_rms"][j] for j in r.joint_names]
         o.validation.noise_ratio = o.validation.rms / in_sample
