@@ -214,8 +214,7 @@ def format_summary(o: DemoOutcome) -> str:
               "no well-determined base parameter",
               "stage wall time: " + ", ".join(f"{k} {t:.2f} s" for k, t in o.timings.items())]
     if o.output is not None:
-        files = ["result.yaml", "identification_efforts.png", "validation_efforts.png"]
-        if (o.output / "identified.urdf").exists():
-            files.insert(1, "identified.urdf")
+        files = [f for f in ("result.yaml", "identified.urdf", "identification_efforts.png",
+                             "validation_efforts.png") if (o.output / f).exists()]
         lines.append(f"result folder: {o.output}/ ({', '.join(files)})")
     return "\n".join(lines)

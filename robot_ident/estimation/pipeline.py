@@ -153,6 +153,9 @@ def identification_config(section: Mapping | None, where: str = "identification"
             base_seed=int(_num(section, "base_seed", where, 0)))
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    if settings.base_samples > 100_000:
+        raise ConfigError(f"{where}.base_samples: at most 100000 (random states for the base-parameter "
+                          f"reduction; 400 is plenty), got {settings.base_samples}")
     holdout = _num(section, "holdout", where, 0.2)
     if not 0.0 <= holdout < 0.9:
         raise ConfigError(f"{where}.holdout: must be in [0, 0.9), got {holdout}")

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.base import BaseParameters
-from ..util.yaml_strict import safe_load_strict
+from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .atomic import atomic_write_text
 
 FORMAT_VERSION = 1
@@ -108,6 +108,9 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
         raise ConfigError(f"no result.yaml in {folder}")
     try:
         d = safe_load_strict(path.read_text(encoding="utf-8"))
+        if not isinstance(d, dict) or not d:
+            raise ConfigError(f"{path} is empty or not a mapping: a truncated or corrupt result; re-run "
+                              "robot-ident identify")
         br = d["base_reduction"]
         names = [p["name"] for p in d["base_parameters"]]
         base = BaseParameters(tuple(br["standard_names"]), np.array(br["independent"], int),
@@ -116,6 +119,9 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
                               tuple(names), float(br["rank_tol"]), float("nan"))
         values = np.array([float(p["value"]) for p in d["base_parameters"]])
         std = np.array([float(p["std"]) for p in d["base_parameters"]])
-    except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path} is not a robot_ident result file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML ({yaml_error_line(exc)}): a truncated or corrupt result") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{path} is not a complete robot_ident result ({what})") from None
     return d, base, values, std

@@ -25,7 +25,7 @@ from ..io.atomic import atomic_write_text
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
 from ..io.urdf_export import write_parameters
-from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
+from ..model.robot import FrictionOptions, RobotModel
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -189,40 +189,86 @@ class ValidateOutcome:
     output: Path
 
 
-def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None) -> ValidateOutcome:
+def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
+    """The robot section of a result.yaml, checked: (joints, locked, friction, raw RMS)."""
+    try:
+        robot = d["robot"]
+        joints = [str(j) for j in robot["joints"]]
+        fm = robot["friction_model"]
+        blocks = set(fm["blocks"])
+        friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
+                                   float(fm["coulomb_velocity_scale"]))
+        locked = {str(k): float(v) for k, v in (robot.get("locked_positions") or {}).items()}
+        raw = {j: float(d["settings"]["raw_residual_rms"][j]) for j in joints}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{path} is not a complete robot_ident result ({what}); re-run robot-ident identify") from None
+    return joints, locked, friction, raw
+
+
+def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
+                 output=None) -> ValidateOutcome:
+    """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
+    other joints, a URDF of another layout, or a bag whose efforts do not follow the
+    result's prediction (another robot) is a one-line error. Writes `output` (default
+    DIR/validation.yaml), checked before any work."""
+    from ..data.bag import read_recordings_from_config
+    from ..estimation.plausibility import enforce, gain_slopes
     from ..io.config import load_config
+    from ..io.staging import OutputError, check_writable_path
 
     progress = progress or Progress(quiet=True)
     rdir = Path(result_dir)
+    out = Path(output) if output is not None else rdir / "validation.yaml"
+    if out.is_dir():
+        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/validation.yaml)")
+    check_writable_path(out)
     d, base, values, _ = load_result(rdir)
+    joints, locked, friction, raw = _result_robot(d, rdir / "result.yaml")
     urdf = urdf or rdir / "model.urdf"
     config_path = config_path or rdir / "config.yaml"
     cfg = load_config(config_path)
     icfg = identification_config(cfg.section("identification"))
-    fm = d["robot"]["friction_model"]
-    blocks = set(fm["blocks"])
-    friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
-                               float(fm["coulomb_velocity_scale"]))
-    xml, _ = read_urdf_text(urdf)
-    model = RobotModel(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction)
+    if set(cfg.joints) != set(joints):
+        missing = [j for j in joints if j not in cfg.joints]
+        extra = [j for j in cfg.joints if j not in joints]
+        raise ConfigError(f"config {config_path} lists joints {', '.join(cfg.joints)}; the result identifies "
+                          f"{', '.join(joints)}" + (f" (missing: {', '.join(missing)})" if missing else "")
+                          + (f" (not in the result: {', '.join(extra)})" if extra else ""))
+    model = RobotModel(urdf, joints, locked, friction)
     if tuple(model.layout.names) != tuple(base.standard_names):
-        raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
-    parts, _ = read_processed(bag, cfg, icfg.settings, progress)
+        raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml "
+                          "(another robot?)")
+    with progress.stage("read bag"):
+        sync = read_recordings_from_config(bag, cfg)
+    from ..estimation.plausibility import check_recordings, check_unidentified_motion
+    findings = check_recordings(model, sync.segments, "robust")        # spikes only warn here
+    findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
+    with progress.stage("process"):
+        parts, _ = process_segments(sync, model.joint_names, icfg.settings)   # columns by name
     data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
+        from ..estimation.plausibility import Finding
+        for j, (a, r) in gain_slopes(model, data, pred=pred).items():
+            if abs(r) >= 0.5 and not 0.67 <= a <= 1.5:
+                findings.append(Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result "
+                                                                 f"{rdir} predicts: a bag or result of another robot, "
+                                                                 "or another torque constant / direction"))
+        enforce(findings)
+        sigma = np.array([raw[j] for j in model.joint_names])
         report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
                             noise_std=sigma, moving_threshold=thr)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
+           "warnings": [f.line() for f in findings],
            "joints": report.as_dict()}
-    out = atomic_write_text(rdir / "validation.yaml", yaml.safe_dump(doc, sort_keys=False))
-    return ValidateOutcome(report, sigma, out)
+    written = atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False))
+    return ValidateOutcome(report, sigma, written)
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
