@@ -106,7 +106,10 @@ def pair_passes(sp: list[Pass], ep: list[Pass], s_topic: str, e_topic: str,
             cand.append((hi - lo, float(np.median(la) - np.median(lb)), spread, a, b))
     if not cand:
         return [], 0
-    ref = max(cand, key=lambda c: c[0])
+    # reference: among the long pairs (>= half the longest), the one whose clocks agree best
+    # (one robot's topics are normally stamped by one clock: offset ~ 0)
+    longest = max(c[0] for c in cand)
+    ref = min((c for c in cand if c[0] >= 0.5 * longest), key=lambda c: abs(c[1]))
     tol = max(1e-3 * NS_PER_S, 10.0 * ref[2])
     pairs, dropped = [], 0
     for dur, off, _, a, b in sorted(cand, key=lambda c: int(c[3].rx_ns[0])):

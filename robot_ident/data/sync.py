@@ -16,7 +16,8 @@ Rules, in the order they are applied to each stream:
    never re-sorted across the step. Passes are paired by receive time when both
    streams have receive times (the bag's log times): each pair covers the time both
    passes were being received, and a pair whose clock offset between the two topics
-   (median stamp minus receive time) differs from that of the longest pair by more
+   (median stamp minus receive time) differs from that of the reference pair (among
+   the pairs at least half as long as the longest, the one whose clocks agree best) by more
    than ``max(1 ms, 10 x the latency spread)`` is dropped and reported (the clock of
    only one topic stepped: its stamps no longer line up with the other's). Without
    receive times pass k of one stream is joined with pass k of the other.
@@ -58,7 +59,7 @@ import numpy as np
 
 from ..errors import SignalError
 from .clock import (
-    LATE_MAX,
+    LATE_MAX,  # noqa: F401  (re-exported: the rules above refer to it)
     Pass,
     align_topics,
     interp,

@@ -1,0 +1,213 @@
+"""Fault injection: each bad input or fault of issue 13 (and the ones that already
+worked), run through the command line. One small simulated bag is made once; faults
+are built by editing its arrays (the bag reader is replaced by one that returns the
+edited streams) or its files, never by re-simulating.
+
+Every case ends in exit 0 with a correct result, or exit 2 / a named ``warning:``
+line; never a traceback, a mixed result folder or a silent wrong answer.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import robot_ident.data.bag as bagmod
+import robot_ident.estimation.pipeline as pipeline
+from robot_ident.cli import main, one_line
+from robot_ident.data.joint_stream import JointStream
+from robot_ident.excitation import FourierTrajectory
+from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+from robot_ident.io.config import load_config
+from robot_ident.io.results import load_result
+from robot_ident.io.staging import remove_stale_stages
+from robot_ident.model.robot import RobotModel
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "config" / "demo_arm.yaml"
+JS, DJS = "/joint_states", "/dynamic_joint_states"
+
+
+# ------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, demo_urdf):
+    """One simulated bag (10 s), its streams, a clean result and the truth."""
+    d = tmp_path_factory.mktemp("faults")
+    m = RobotModel(demo_urdf)
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
+    save_trajectory(d / "traj.yaml", TrajectoryFile(traj))
+    bag = d / "bag"
+    assert cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", d / "traj.yaml",
+               "--output", bag)[0] == 0
+    cfg = load_config(CONFIG)
+    streams = bagmod.read_streams(bag, {JS: ("joint_state", None), DJS: ("dynamic_joint_state", "current")})
+    clean = d / "clean"
+    assert cli("identify", "--bag", bag, "--urdf", demo_urdf, "--config", CONFIG, "--output", clean,
+               "--method", "wls", "--no-plots")[0] == 0
+    truth = yaml.safe_load((bag / "robot_ident_truth.yaml").read_text())
+    return {"dir": d, "bag": bag, "streams": streams, "clean": clean, "truth": truth, "joints": cfg.joints,
+            "urdf": demo_urdf, "traj": traj}
+
+
+_BASE_CACHE: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _fast_base(monkeypatch):
+    """The base-parameter reduction of a model depends on the model only: compute it once."""
+    orig = pipeline.base_parameters
+
+    def cached(model, settings):
+        key = (model.urdf_xml, model.joint_names, model.friction, settings.base_samples, settings.base_seed)
+        if key not in _BASE_CACHE:
+            _BASE_CACHE[key] = orig(model, settings)
+        return _BASE_CACHE[key]
+    monkeypatch.setattr(pipeline, "base_parameters", cached)
+
+
+def cli(*args):
+    """Run the command line; (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args] + ["--quiet"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def one_error_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("warning:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def with_streams(monkeypatch, streams):
+    """Make every bag read return `streams` (edited copies of the fixture bag's)."""
+    def fake(path, topics):
+        return {t: streams[t] for t in topics}
+    monkeypatch.setattr(bagmod, "read_streams", fake)
+
+
+def edited(world, states=None, currents=None):
+    """Copies of the streams with functions applied: f(stream) -> stream."""
+    s = copy.deepcopy(world["streams"])
+    if states:
+        s[JS] = states(s[JS])
+    if currents:
+        s[DJS] = currents(s[DJS])
+    return s
+
+
+def fields(stream, **changes):
+    """The stream with some fields' per-message arrays replaced by f(joint, values)."""
+    new = dict(stream.fields)
+    for f, fn in changes.items():
+        new[f] = [np.asarray(fn(names, np.asarray(v, float))) for names, v in zip(stream.names, stream.fields[f])]
+    return JointStream(stream.topic, stream.stamps, stream.names, new, stream.received)
+
+
+def on_joint(joint, fn):
+    """f(names, values) applying fn to the value of `joint` only."""
+    def g(names, v):
+        v = v.copy()
+        if joint in names and v.size:
+            k = list(names).index(joint)
+            v[k] = fn(v[k])
+        return v
+    return g
+
+
+def restamp(stream, fn):
+    return JointStream(stream.topic, fn(stream.stamps.copy()), stream.names, stream.fields, stream.received)
+
+
+def identify(world, out, *extra):
+    return cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG, "--output", out,
+               "--method", "wls", "--no-plots", *extra)
+
+
+def base_error(world, res) -> float:
+    """Median relative error of the well-determined base parameters against the truth."""
+    d, base, values, std = load_result(res)
+    true = base.project(np.array([world["truth"]["parameters"][n] for n in base.standard_names]))
+    good = 100 * std / np.abs(values) < 5
+    return float(np.median(np.abs(values - true)[good] / np.abs(true[good])))
+
+
+def correct_or_flagged(world, res, err, tol=0.02):
+    """No silent wrong answer: the result is right, or it says it is not a good model."""
+    d = yaml.safe_load((res / "result.yaml").read_text())
+    if d["model_quality"]["good"]:
+        assert base_error(world, res) < tol
+    else:
+        assert "NOT a good model" in err
+
+
+def test_clean_bag_is_identified_without_warnings(world):
+    assert base_error(world, world["clean"]) < 0.01
+    d = yaml.safe_load((world["clean"] / "result.yaml").read_text())
+    assert d["model_quality"]["good"]
+    errs = [w for w in d["input_checks"]["warnings"] if "limit" in w or "spike" in w]
+    assert not errs
+
+
+# ------------------------------------------------------------------------------ time
+def _ntp_step(stream, at_fraction=0.5, step_s=0.3):
+    """Header stamps from the middle on moved back by step_s (receive times unchanged)."""
+    def fn(s):
+        k = int(at_fraction * s.size)
+        s[k:] -= int(step_s * 1e9)
+        return s
+    return restamp(stream, fn)
+
+
+def test_clock_step_back_on_joint_states_only_is_cut_and_the_misaligned_part_dropped(world, monkeypatch, tmp_path):
+    # before: re-sorted, two time windows interleaved, median error 26 %
+    with_streams(monkeypatch, edited(world, states=lambda s: _ntp_step(s, 0.9, 0.3)))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 0, err
+    assert "1 backward time step(s)" in out and "disagreeing clocks" in out
+    assert base_error(world, tmp_path / "r") < 0.01
+    # half the recording dropped: a right answer, or one marked as not a good model
+    with_streams(monkeypatch, edited(world, states=_ntp_step))
+    code, out, err = identify(world, tmp_path / "r2")
+    assert code == 0, err
+    correct_or_flagged(world, tmp_path / "r2", err)
+
+
+def test_clock_step_back_on_both_topics_keeps_both_halves(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, states=_ntp_step, currents=_ntp_step))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 0, err
+    assert "1 backward time step(s)" in out and "2 segment(s)" in out
+    assert base_error(world, tmp_path / "r") < 0.01
+
+
+@pytest.mark.parametrize("offset_ms", [20.0, -12.0])
+def test_offset_between_the_topics_is_measured_and_corrected(world, monkeypatch, tmp_path, offset_ms):
+    shift = int(offset_ms * 1e6)
+    with_streams(monkeypatch, edited(world, currents=lambda s: restamp(s, lambda t: t + shift)))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 0, err
+    assert f"topic '{DJS}'" in err and "late relative to the joint states" in err and "corrected" in err
+    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
+    # the summary reports the lag found: within 0.5 ms of the injected offset
+    line = next(ln for ln in d["source"]["synchronisation"].splitlines() if "lag between the topics" in ln)
+    found = float(line.split("lag between the topics: ")[1].split(" ms")[0])
+    assert abs(found - offset_ms) < 0.5
+    assert base_error(world, tmp_path / "r") < 0.01
+
+
+def test_offset_beyond_max_lag_is_refused(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, currents=lambda s: restamp(s, lambda t: t + int(0.08e9))))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 2
+    assert "sync.max_lag_s" in one_error_line(err)
+    assert not (tmp_path / "r").exists()
