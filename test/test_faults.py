@@ -108,8 +108,11 @@ def edited(world, states=None, currents=None):
 def fields(stream, **changes):
     """The stream with some fields' per-message arrays replaced by f(joint, values)."""
     new = dict(stream.fields)
+    shared = len(stream.names) > 0 and isinstance(stream.names[0], str)
+    per_msg = [tuple(stream.names)] * len(stream) if shared else stream.names
     for f, fn in changes.items():
-        new[f] = [np.asarray(fn(names, np.asarray(v, float))) for names, v in zip(stream.names, stream.fields[f])]
+        rows = [np.asarray(fn(names, np.asarray(v, float))) for names, v in zip(per_msg, stream.fields[f])]
+        new[f] = np.vstack(rows) if shared else rows
     return JointStream(stream.topic, stream.stamps, stream.names, new, stream.received)
 
 
@@ -211,3 +214,83 @@ def test_offset_beyond_max_lag_is_refused(world, monkeypatch, tmp_path):
     assert code == 2
     assert "sync.max_lag_s" in one_error_line(err)
     assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------- plausibility
+def scale_current(joint=None, factor=1.0):
+    f = (lambda n, v: v * factor) if joint is None else on_joint(joint, lambda x: x * factor)
+    return lambda s: fields(s, current=f)
+
+
+REFUSALS = [
+    # (id, states edit, currents edit, text in the refusal line)
+    ("torque-constant-1000x", None, scale_current(None, 1000.0), "URDF effort limit"),
+    ("one-gain-0.01x", None, scale_current("shoulder_lift", 0.01), "too small by about that factor"),
+    ("one-gain-100x", None, scale_current("shoulder_lift", 100.0), "URDF effort limit"),
+    ("one-direction-flipped", None, scale_current("elbow", -1.0), "runs against the CAD model's"),
+    ("positions-in-degrees", lambda s: fields(s, position=lambda n, v: np.degrees(v),
+                                              velocity=lambda n, v: np.degrees(v)),
+     lambda s: fields(s, position=lambda n, v: np.degrees(v)), "degrees"),
+    ("velocity-sign-flipped", lambda s: fields(s, velocity=lambda n, v: -v), None, "opposite sign of dq/dt"),
+    ("velocity-in-degrees", lambda s: fields(s, velocity=lambda n, v: np.degrees(v)), None, "x dq/dt"),
+    ("dead-current-channel", None, lambda s: fields(s, current=on_joint("elbow", lambda x: 0.0)), "constant"),
+]
+
+
+@pytest.mark.parametrize("case", REFUSALS, ids=[c[0] for c in REFUSALS])
+def test_implausible_input_is_refused_with_the_joint_and_cause(world, monkeypatch, tmp_path, case):
+    _, st, cu, text = case
+    with_streams(monkeypatch, edited(world, states=st, currents=cu))
+    code, out, err = identify(world, tmp_path / "r")
+    line = one_error_line(err)
+    assert code == 2 and "implausible input: joint '" in line and text in line and "--force" in line, err
+    assert any(ln.startswith("warning: joint '") and text in ln for ln in err.splitlines())
+    assert not (tmp_path / "r").exists()
+
+
+def _spikes(field, size, fraction=0.005, seed=1):
+    def edit(s):
+        rng = np.random.default_rng(seed)
+        hit = set(rng.choice(len(s), int(fraction * len(s)), replace=False).tolist())
+        vals = [np.asarray(v, float).copy() for v in s.fields[field]]
+        for k in hit:
+            vals[k][rng.integers(len(vals[k]))] += size
+        return JointStream(s.topic, s.stamps, s.names, dict(s.fields, **{field: vals}), s.received)
+    return edit
+
+
+def test_current_spikes_are_refused_unless_robust_which_recovers(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, currents=_spikes("current", 1e4)))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 2 and "spike" in one_error_line(err) and "--method robust" in err
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG,
+                         "--output", tmp_path / "r", "--method", "robust", "--no-plots")
+    assert code == 0, err
+    assert "spike" in err and "the robust estimator discounts them" in err
+    assert base_error(world, tmp_path / "r") < 0.01
+
+
+def test_position_spikes_are_refused(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, states=_spikes("position", 100.0)))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 2 and "position spike" in one_error_line(err)
+
+
+def test_force_goes_on_and_records_the_warnings(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, currents=scale_current("elbow", -1.0)))
+    code, out, err = identify(world, tmp_path / "r", "--force")
+    assert code == 0
+    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
+    assert d["input_checks"]["forced"] is True
+    assert any("elbow" in w and "runs against" in w for w in d["input_checks"]["warnings"])
+
+
+def test_joint_moving_in_the_bag_but_not_identified_is_refused(world, monkeypatch, tmp_path):
+    cfg = tmp_path / "five.yaml"
+    text = CONFIG.read_text().replace("wrist_1, wrist_2, wrist_3]", "wrist_1, wrist_2]")
+    text = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("wrist_3:"))
+    cfg.write_text(text.replace(", wrist_3: 10.0}", "}"))
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", cfg,
+                         "--output", tmp_path / "r", "--no-plots")
+    line = one_error_line(err)
+    assert code == 2 and "joint 'wrist_3'" in line and "not in `joints:`" in line

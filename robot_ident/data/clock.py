@@ -137,6 +137,14 @@ def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, no
                                       (pe.t_ns - o) / NS_PER_S, pe.values[position_field], max_lag)
     if not math.isfinite(est.lag_s):
         return pairs, est, False
+    qs, qe = ps.values[position_field], pe.values[position_field]
+    span = lambda q: np.percentile(q, 99, axis=0) - np.percentile(q, 1, axis=0)  # noqa: E731  (spike-proof)
+    span_s, span_e = span(qs), span(qe)
+    for k in range(qs.shape[1]):
+        if span_s[k] > 1e-3 and not 0.8 <= span_e[k] / span_s[k] <= 1.25:
+            raise SignalError(f"the positions of joint {k + 1} of topic {e_topic!r} span {span_e[k]:.4g}, those of "
+                              f"{s_topic!r} {span_s[k]:.4g} ({span_s[k] / max(span_e[k], 1e-300):.3g} x): one topic "
+                              "in degrees, another unit, or another joint order?")
     if est.at_bound:
         raise SignalError(f"topic {e_topic!r} is offset from {s_topic!r} by {1e3 * est.lag_s:+.3g} ms or more "
                           f"(their positions do not line up within sync.max_lag_s = {max_lag:g} s): are the two "
