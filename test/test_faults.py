@@ -77,7 +77,7 @@ def cli(*args):
     """Run the command line; (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args] + ["--quiet"])
+        code = main([str(a) for a in args] + (["--quiet"] if args[0] != "report" else []))
     return code, out.getvalue(), err.getvalue()
 
 
@@ -294,3 +294,55 @@ def test_joint_moving_in_the_bag_but_not_identified_is_refused(world, monkeypatc
                          "--output", tmp_path / "r", "--no-plots")
     line = one_error_line(err)
     assert code == 2 and "joint 'wrist_3'" in line and "not in `joints:`" in line
+
+
+# ---------------------------------------------------------------------- YAML files
+def test_duplicate_actuator_in_config_is_an_error(world, tmp_path):
+    cfg = tmp_path / "dup.yaml"
+    text = CONFIG.read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("elbow:") and "torque_constant" in ln)
+    cfg.write_text(text.replace(line, line + "\n" + line.replace("0.125", "0.5")))
+    code, out, err = cli(
+        "identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", cfg, "--output", tmp_path / "r")
+    line = one_error_line(err)
+    assert code == 2 and "duplicate key 'elbow'" in line and str(cfg) in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_duplicate_key_in_trajectory_is_an_error(world, tmp_path):
+    text = (world["dir"] / "traj.yaml").read_text()
+    bad = tmp_path / "traj.yaml"
+    first = text.splitlines()[0]
+    bad.write_text(text + "\n" + first + "\n")
+    code, out, err = cli("simulate", "--urdf", world["urdf"], "--config", CONFIG, "--trajectory", bad,
+                         "--output", tmp_path / "bag")
+    assert code == 2 and "duplicate key" in one_error_line(err)
+
+
+def test_duplicate_key_in_result_is_an_error(world, tmp_path):
+    import shutil
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    (res / "result.yaml").write_text((res / "result.yaml").read_text() + "method: ols\n")
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", res)
+    assert code == 2 and "duplicate key 'method'" in one_error_line(err)
+    code, out, err = cli("report", "--result", res)
+    assert code == 2 and "duplicate key 'method'" in one_error_line(err)
+
+
+# -------------------------------------------------------------------- conditioning
+def test_nearly_rank_deficient_data_are_marked_not_a_good_model(world, monkeypatch, tmp_path):
+    # 1.6 s of the recording: too little motion to determine 58 base parameters
+    def crop(s):
+        return s.select(s.stamps < s.stamps[0] + int(1.6e9))
+    with_streams(monkeypatch, edited(world, states=crop, currents=crop))
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG,
+                         "--output", tmp_path / "r", "--method", "physical", "--no-plots", "--holdout", "0")
+    if code == 2:                 # rank deficient outright: a one-line error naming the parameters
+        assert "rank deficient" in one_error_line(err)
+        return
+    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
+    q = d["model_quality"]
+    assert not q["good"] and q["poorly_determined"]
+    assert "NOT A GOOD MODEL" in out and "warning: identification: the data do not determine the model" in err
+    assert "WARNING: NOT A GOOD MODEL" in (tmp_path / "r" / "identified.urdf").read_text()

@@ -67,7 +67,10 @@ def _fmt(x: float) -> str:
 
 # ------------------------------------------------------------------------ raw checks
 def _spikes(x: np.ndarray) -> tuple[int, float]:
-    """Isolated outliers of a 1-D signal: (count, largest excursion)."""
+    """Isolated outliers of a 1-D signal: (count, largest excursion). A sample is a spike
+    when it is further than max(10 robust sigma, 5 % of the range) from the running
+    median of 7 and from the samples two before and after, on the same side. Bursts longer than 2
+    samples are not spikes (the median follows them)."""
     if x.size < 9:
         return 0, 0.0
     smooth = medfilt(x, 7)
@@ -75,6 +78,13 @@ def _spikes(x: np.ndarray) -> tuple[int, float]:
     sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
     thr = max(10.0 * sigma, 0.05 * float(np.ptp(smooth)), 1e-12)
     bad = np.abs(d) > thr
+    # a spike stands out from the samples two before and two after, on the same side (the
+    # middle sample of a step does not; a spike interpolated onto two grid points does)
+    up = np.zeros_like(bad)
+    a, b = x[2:-2] - x[:-4], x[2:-2] - x[4:]
+    up[2:-2] = ((a > thr) & (b > thr)) | ((a < -thr) & (b < -thr))
+    bad &= up
+    bad[1:] &= ~bad[:-1]           # a spike on two grid points counts once
     n = int(bad.sum())
     if n == 0 or n > 0.05 * x.size:
         return 0, 0.0
