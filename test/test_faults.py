@@ -346,3 +346,189 @@ def test_nearly_rank_deficient_data_are_marked_not_a_good_model(world, monkeypat
     assert not q["good"] and q["poorly_determined"]
     assert "NOT A GOOD MODEL" in out and "warning: identification: the data do not determine the model" in err
     assert "WARNING: NOT A GOOD MODEL" in (tmp_path / "r" / "identified.urdf").read_text()
+
+
+# ------------------------------------------------------------------ result folders
+def _files(folder: Path) -> set:
+    return {p.name for p in folder.iterdir()}
+
+
+def _no_stage_left(parent: Path):
+    assert not [p for p in parent.iterdir() if ".robot_ident-" in p.name]
+
+
+def test_older_result_is_replaced_as_a_whole(world, tmp_path):
+    import shutil
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    for stale in ("identified.urdf", "validation.yaml", "report.html", "validation_efforts.png"):
+        (res / stale).write_text("old")
+    code, out, err = identify(world, res)
+    assert code == 0, err
+    assert not {"identified.urdf", "validation.yaml", "report.html", "validation_efforts.png"} & _files(res)
+    assert {"result.yaml", "model.urdf", "config.yaml"} <= _files(res)
+    assert "validation.yaml" not in out
+    _no_stage_left(tmp_path)
+
+
+def test_folder_that_is_not_a_result_is_refused_unless_forced(world, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("my own notes\n")
+    code, out, err = identify(world, mine)
+    assert code == 2 and "is not a robot_ident result folder" in one_error_line(err) and "--force" in err
+    assert (mine / "config.yaml").read_text() == "my own notes\n"
+    code, out, err = identify(world, mine, "--force")
+    assert code == 0 and (mine / "result.yaml").is_file() and "my own notes" not in (mine / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize("fault", ["io-error", "ctrl-c"])
+def test_interrupted_write_leaves_the_old_result_untouched(world, monkeypatch, tmp_path, fault):
+    import shutil
+
+    import robot_ident.io.result_folder as rf
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    before = {p.name: p.read_bytes() for p in res.iterdir()}
+    calls = {"n": 0}
+    orig = rf.atomic_write_text
+
+    def failing(path, text):
+        calls["n"] += 1
+        if calls["n"] == 2:           # after result.yaml and identified.urdf's siblings started
+            raise OSError(28, "No space left on device", str(path)) if fault == "io-error" else KeyboardInterrupt()
+        return orig(path, text)
+    monkeypatch.setattr(rf, "atomic_write_text", failing)
+    code, out, err = identify(world, res)
+    assert code == (2 if fault == "io-error" else 130)
+    if fault == "io-error":
+        assert "No space left on device" in one_error_line(err)
+    assert {p.name: p.read_bytes() for p in res.iterdir()} == before
+    _no_stage_left(tmp_path)
+
+
+def test_stage_left_by_a_killed_run_is_removed_by_the_next(world, tmp_path):
+    stale = tmp_path / ".res.robot_ident-999999999-abc"   # no such process
+    (stale / "res").mkdir(parents=True)
+    (stale / "res" / "result.yaml").write_text("half")
+    assert remove_stale_stages(tmp_path / "res") == [stale]
+    (stale / "res").mkdir(parents=True)
+    code, out, err = identify(world, tmp_path / "res")
+    assert code == 0 and not stale.exists()
+
+
+def test_files_get_the_umask_mode(world, tmp_path):
+    old = os.umask(0o022)
+    try:
+        code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG,
+                             "--output", tmp_path / "res", "--method", "wls")
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    for p in (tmp_path / "res").iterdir():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644, p
+    assert stat.S_IMODE((tmp_path / "res").stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("where", ["a-file", "below-a-file", "read-only"])
+def test_unusable_output_path_is_refused_before_any_work(world, monkeypatch, tmp_path, where):
+    (tmp_path / "f").write_text("x")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    out = {"a-file": tmp_path / "f", "below-a-file": tmp_path / "f" / "res", "read-only": ro / "res"}[where]
+    ro.chmod(0o555)
+    real_access = os.access       # root may write anywhere: make the permission check see 0555
+    monkeypatch.setattr(os, "access", lambda p, m, **k: False if str(p).startswith(str(ro)) else real_access(p, m))
+
+    def no_reading(*a, **k):
+        raise AssertionError("the bag was read before the output path was checked")
+    monkeypatch.setattr(bagmod, "read_streams", no_reading)
+    try:
+        code, out_, err = identify(world, out)
+    finally:
+        ro.chmod(0o755)
+    line = one_error_line(err)
+    assert code == 2 and str(tmp_path) in line
+    assert {"a-file": "is a file", "below-a-file": "is a file", "read-only": "no permission"}[where] in line
+
+
+# ---------------------------------------------------------------- validate / report
+def test_validate_matches_joints_by_name_and_writes_where_asked(world, tmp_path):
+    cfg = tmp_path / "reordered.yaml"
+    cfg.write_text(CONFIG.read_text().replace("joints: [shoulder_pan, shoulder_lift, elbow, wrist_1, wrist_2, wrist_3]",
+                                              "joints: [wrist_3, elbow, shoulder_pan, wrist_2, shoulder_lift, wrist_1]"))
+    code, out1, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "a.yaml")
+    assert code == 0, err
+    code, out2, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--config", cfg,
+                          "--output", tmp_path / "b.yaml")
+    assert code == 0, err
+    a = yaml.safe_load((tmp_path / "a.yaml").read_text())["joints"]
+    b = yaml.safe_load((tmp_path / "b.yaml").read_text())["joints"]
+    for j in a:
+        assert a[j]["rms"] == pytest.approx(b[j]["rms"], rel=1e-9)
+        assert a[j]["relative_rms"] < 0.2
+    assert not (world["clean"] / "validation.yaml").exists()      # --output: the result folder is untouched
+
+
+def test_validate_with_a_subset_of_joints_is_an_error(world, tmp_path):
+    cfg = tmp_path / "five.yaml"
+    text = CONFIG.read_text().replace("wrist_1, wrist_2, wrist_3]", "wrist_1, wrist_2]")
+    text = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("wrist_3:"))
+    cfg.write_text(text.replace(", wrist_3: 10.0}", "}"))
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--config", cfg,
+                         "--output", tmp_path / "v.yaml")
+    line = one_error_line(err)
+    assert code == 2 and "missing: wrist_3" in line
+
+
+def test_validate_on_another_robots_bag_is_an_error(world, monkeypatch, tmp_path):
+    # same joint names, efforts 2.5 x larger: not the robot the result describes
+    with_streams(monkeypatch, edited(world, currents=scale_current(None, 2.5)))
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "v.yaml")
+    line = one_error_line(err)
+    assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
+
+
+def test_validate_with_another_robots_urdf_is_an_error(world, tmp_path, panda_urdf):
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--urdf", panda_urdf,
+                         "--output", tmp_path / "v.yaml")
+    assert code == 2 and "shoulder_pan" in one_error_line(err)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "no-robot", "not-yaml"])
+def test_damaged_result_is_a_clear_error(world, tmp_path, damage):
+    import shutil
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    text = (res / "result.yaml").read_text()
+    new = {"truncated": text[: len(text) // 3], "empty": "", "not-yaml": "robot: [unclosed\n",
+           "no-robot": yaml.safe_dump({k: v for k, v in yaml.safe_load(text).items() if k != "robot"})}[damage]
+    (res / "result.yaml").write_text(new)
+    for cmd in (["validate", "--bag", world["bag"], "--result", res, "--output", tmp_path / "v.yaml"],
+                ["report", "--result", res]):
+        code, out, err = cli(*cmd)
+        line = one_error_line(err)
+        assert code == 2 and "result.yaml" in line, (cmd[0], line)
+
+
+def test_report_with_a_corrupt_validation_file_is_a_clear_error(world, tmp_path):
+    import shutil
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    (res / "validation.yaml").write_text("joints: {shoulder_pan: {rms: [1,\n")
+    code, out, err = cli("report", "--result", res)
+    assert code == 2 and "validation.yaml" in one_error_line(err)
+    (res / "validation.yaml").write_text("bag: x\njoints: {shoulder_pan: {rms: 1.0}}\n")
+    code, out, err = cli("report", "--result", res)
+    assert code == 2 and "validation.yaml" in one_error_line(err) and "relative_rms" in err
+
+
+def test_report_writes_elsewhere_when_the_result_folder_is_read_only(world, tmp_path):
+    code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path / "page.html")
+    assert code == 0, err
+    page = (tmp_path / "page.html").read_text()
+    assert "Base parameters" in page and not (world["clean"] / "report.html").exists()
+    code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path / "missing" / "x" / "p.html")
+    assert code == 0 and (tmp_path / "missing" / "x" / "p.html").is_file()
+    code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path)
+    assert code == 2 and "is a folder" in one_error_line(err)

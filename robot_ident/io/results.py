@@ -21,7 +21,7 @@ from ..model.base import BaseParameters
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .atomic import atomic_write_text
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2      # 2: ends with `complete: true`
 
 
 def _f(x) -> float | str:
@@ -78,7 +78,27 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
     return d
 
 
+REQUIRED_KEYS = ("format_version", "method", "robot", "samples", "condition_number", "base_parameters",
+                 "settings", "base_reduction")
+END_KEY = "complete"     # written last: a file cut short lacks it
+
+
+def check_complete(d, path) -> None:
+    """A result dict read back from `path` has every section and, when it was written with
+    the end marker's format, the marker (a file cut short does not)."""
+    if not isinstance(d, dict) or not d:
+        raise ConfigError(f"{path} is empty or not a mapping: a truncated or corrupt result; re-run "
+                          "robot-ident identify")
+    missing = [k for k in REQUIRED_KEYS if k not in d]
+    if missing or (d.get("format_version", 0) >= 2 and d.get(END_KEY) is not True):
+        what = f"no {', '.join(missing)}" if missing else f"no {END_KEY!r} marker at its end"
+        raise ConfigError(f"{path} is truncated or not a complete robot_ident result ({what}); re-run "
+                          "robot-ident identify")
+
+
 def write_result_yaml(folder: str | Path, data: dict) -> Path:
+    data = {k: v for k, v in data.items() if k != END_KEY}
+    data[END_KEY] = True
     text = yaml.safe_dump(data, sort_keys=False, width=1000)
     return atomic_write_text(Path(folder) / "result.yaml", text)
 
@@ -108,9 +128,7 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
         raise ConfigError(f"no result.yaml in {folder}")
     try:
         d = safe_load_strict(path.read_text(encoding="utf-8"))
-        if not isinstance(d, dict) or not d:
-            raise ConfigError(f"{path} is empty or not a mapping: a truncated or corrupt result; re-run "
-                              "robot-ident identify")
+        check_complete(d, path)
         br = d["base_reduction"]
         names = [p["name"] for p in d["base_parameters"]]
         base = BaseParameters(tuple(br["standard_names"]), np.array(br["independent"], int),

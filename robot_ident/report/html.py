@@ -74,6 +74,8 @@ def write_html_report(folder: str | Path, output: str | Path | None = None) -> P
     if not path.is_file():
         raise ConfigError(f"no result.yaml in {folder}")
     d = _load_yaml(path, "result")
+    from ..io.results import check_complete
+    check_complete(d, path)
     rel = Path(os.path.relpath(folder, out.parent)) if out.parent.resolve() != folder.resolve() else Path(".")
     fmt = lambda x: f"{x:.6g}" if isinstance(x, (int, float)) else str(x)  # noqa: E731
     where = path
