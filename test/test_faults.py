@@ -532,3 +532,142 @@ def test_report_writes_elsewhere_when_the_result_folder_is_read_only(world, tmp_
     assert code == 0 and (tmp_path / "missing" / "x" / "p.html").is_file()
     code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path)
     assert code == 2 and "is a folder" in one_error_line(err)
+
+
+# -------------------------------------------------------------------------- simulate
+def test_simulate_rechecks_the_trajectory_against_the_urdf(world, tmp_path):
+    from robot_ident.excitation.trajectory_file import load_trajectory
+    tf = load_trajectory(world["dir"] / "traj.yaml")
+    traj = tf.trajectory
+    import dataclasses
+    big = dataclasses.replace(traj, a=traj.a * 5, b=traj.b * 5)      # 5 x over the limits
+    assert np.abs(big.sample(np.linspace(0, big.duration, 50))[0]).max() > 3
+    d = yaml.safe_load((world["dir"] / "traj.yaml").read_text())
+    save_trajectory(tmp_path / "big.yaml", TrajectoryFile(big))
+    d_big = yaml.safe_load((tmp_path / "big.yaml").read_text())
+    d_big["limit_report"] = d.get("limit_report") or {"valid": True, "dt": 0.001, "n_samples": 1, "checks": []}
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(d_big))
+    code, out, err = cli("simulate", "--urdf", world["urdf"], "--config", CONFIG, "--trajectory", tmp_path / "big.yaml",
+                         "--output", tmp_path / "bag")
+    line = one_error_line(err)
+    assert code == 2 and "leaves the limits of the URDF" in line and "joint '" in line
+    assert not (tmp_path / "bag").exists()
+
+
+def test_simulate_checks_its_output_before_simulating(world, monkeypatch, tmp_path):
+    import robot_ident.sim as sim
+
+    def no_sim(*a, **k):
+        raise AssertionError("simulated before checking the output")
+    monkeypatch.setattr(sim, "SimulatedArm", no_sim)
+    code, out, err = cli("simulate", "--urdf", world["urdf"], "--config", CONFIG, "--trajectory",
+                         world["dir"] / "traj.yaml", "--output", world["bag"])
+    assert code == 2 and "exists already" in one_error_line(err)
+
+
+def test_interrupted_simulate_leaves_nothing(world, monkeypatch, tmp_path):
+    import robot_ident.data.bag as bag
+
+    orig = bag.write_recording_bag
+
+    def interrupted(path, *a, **k):
+        orig(path, *a, **k)          # the bag is written, then Ctrl-C before the truth file
+        raise KeyboardInterrupt
+    monkeypatch.setattr(bag, "write_recording_bag", interrupted)
+    code, out, err = cli("simulate", "--urdf", world["urdf"], "--config", CONFIG, "--trajectory",
+                         world["dir"] / "traj.yaml", "--output", tmp_path / "bag")
+    assert code == 130
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    _BASE_CACHE.clear()
+
+
+# ------------------------------------------------------- tracebacks -> one line, exit 2
+def _urdf_with(tmp_path, fn) -> Path:
+    p = tmp_path / "arm.urdf"
+    p.write_text(fn(Path(world_urdf()).read_text()))
+    return p
+
+
+def world_urdf() -> Path:
+    return ROOT / "urdf" / "demo_arm.urdf"
+
+
+def _last_inertial(text: str, new: str | None) -> str:
+    """Replace (or drop, new=None) the last <inertial> block of a URDF."""
+    i = text.rindex("<inertial>")
+    j = text.index("</inertial>", i) + len("</inertial>")
+    return text[:i] + (new or "") + text[j:]
+
+
+@pytest.mark.parametrize("case", ["negative-mass", "zero-mass", "no-inertial"])
+def test_physical_with_odd_cad_links_exits_2_or_works(world, tmp_path, case):
+    def edit(text):
+        if case == "no-inertial":
+            return _last_inertial(text, None)
+        i = text.rindex("<mass value=")
+        j = text.index("/>", i)
+        return text[:i] + ('<mass value="-1.0"' if case == "negative-mass" else '<mass value="0.0"') + text[j:]
+    urdf = _urdf_with(tmp_path, edit)
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", urdf, "--config", CONFIG, "--output",
+                         tmp_path / "r", "--method", "physical", "--no-plots")
+    assert code in (0, 2), err
+    assert "Traceback" not in err
+    if code == 2:
+        assert "joint 'wrist_3'" in one_error_line(err) and "--method wls" in err
+    else:
+        correct_or_flagged(world, tmp_path / "r", err, tol=0.05)
+
+
+@pytest.mark.parametrize("key, value, text", [
+    ("trim_s", "-1", "trim_s"),
+    ("base_samples", "1000000000000", "base_samples"),
+])
+def test_bad_identification_values_exit_2(world, tmp_path, key, value, text):
+    cfg = tmp_path / "c.yaml"
+    t = CONFIG.read_text()
+    if key == "trim_s":
+        t = t.replace("trim_s: 0.2", f"trim_s: {value}")
+    else:
+        t = t.replace("      holdout: 0.2", f"      holdout: 0.2\n      base_samples: {value}")
+    cfg.write_text(t)
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", cfg,
+                         "--output", tmp_path / "r")
+    assert code == 2 and text in one_error_line(err)
+
+
+def test_huge_sync_rate_exits_2(world, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(CONFIG.read_text().replace("    current_interface: current",
+                                              "    current_interface: current\n    sync: {rate_hz: 1.0e9}"))
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", cfg,
+                         "--output", tmp_path / "r")
+    assert code == 2 and "rate_hz" in one_error_line(err)
+
+
+def test_long_and_multi_line_messages_are_one_line():
+    msg = "x" * 900 + "\nsecond line\n  third"
+    line = one_line(msg)
+    assert "\n" not in line and len(line) <= 400 and line.endswith("(--verbose)")
+    assert one_line("a\n  b\n\nc") == "a; b; c"
+
+
+def test_unexpected_exception_is_one_line_and_verbose_shows_the_traceback(monkeypatch, capsys):
+    import robot_ident.cli.commands.report as rep
+
+    def boom(*a, **k):
+        raise ZeroDivisionError("division by zero\nmore")
+    monkeypatch.setattr(rep, "write_html_report", boom)
+    assert main(["report", "--result", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unexpected ZeroDivisionError: division by zero; more" in err
+    assert main(["report", "--result", "x", "--verbose"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_forced_gain_1000x_with_physical_exits_cleanly(world, monkeypatch, tmp_path):
+    with_streams(monkeypatch, edited(world, currents=scale_current("elbow", 1000.0)))
+    code, out, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG,
+                         "--output", tmp_path / "r", "--method", "physical", "--no-plots", "--force")
+    assert code in (0, 2) and "Traceback" not in err
+    assert "elbow" in err and "URDF effort limit" in err            # said, even when forced

@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     """Collapse a message onto one line ('; ' between its lines) and cut it at `limit`."""
     line = "; ".join(" ".join(part.split()) for part in str(text).splitlines() if part.strip())
-    return line if len(line) <= limit else line[:limit - 15] + " ... (--verbose)"
+    return line if len(line) <= limit else line[:limit - 16] + " ... (--verbose)"
 
 
 def describe(exc: BaseException) -> str:

@@ -235,6 +235,16 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
     rest_ss = float(np.sum((problem.y * w) ** 2) - z @ z)
 
     prior = problem.prior
+    for b, joint in enumerate(layout.body_joints):
+        # the CAD values are the prior, the start and the parameter scale: they must be a body
+        ph = prior[10 * b:10 * b + 10]
+        ev = np.linalg.eigvalsh(np.tensordot(ph, _pseudo_basis(), axes=1))
+        if not (ph[0] > 0 and ev.min() > 0):
+            raise IdentificationError(
+                f"the CAD inertia of the body moved by joint {joint!r} is not physical ("
+                + (f"mass {ph[0]:.4g} kg" if not ph[0] > 0 else "its pseudo-inertia is not positive definite")
+                + "): a missing <inertial>, a zero or negative mass or impossible inertia in the URDF; fix it, or "
+                "use --method wls (base parameters only)")
     scale = _parameter_scale(prior, nb)
     sqrt_prior = np.sqrt(prior_weight) / scale
     act = slice(10 * nb, n_std)
