@@ -74,7 +74,8 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
         assert r <= 1.3 * noise[j], (j, r, noise[j])
     kv = dict(s.key_values())
     assert kv["method"] == node.result.method and f"validation_rms.{s.joints[0]}" in kv
-    assert len(kv) == 3 + len(s.names) + len(s.joints)
+    assert len(kv) == 3 + len(s.warnings) + len(s.names) + len(s.joints)
+    assert all(v.startswith("warning: ") for k, v in kv.items() if k.startswith("warning."))
 
 
 def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag, demo_urdf):

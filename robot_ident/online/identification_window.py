@@ -16,7 +16,7 @@ into plain data for the node's messages.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +161,7 @@ class StreamOutcome:
     sync_summary: str
     holdout: float
     identified_urdf: str | None
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (plausibility, model quality)
 
 
 def holdout_fraction(config_holdout: float, repetitions: int) -> float:
@@ -170,14 +171,15 @@ def holdout_fraction(config_holdout: float, repetitions: int) -> float:
 
 def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, output=None,
                      config_path=None, method: str | None = None, repetitions: int = 0,
-                     plots: bool = False, source: dict | None = None) -> StreamOutcome:
-    """The command line's identification (``offline.identify_bag``) on recorded streams."""
+                     plots: bool = False, source: dict | None = None, force: bool = False) -> StreamOutcome:
+    """The command line's identification (``offline.identify_bag``) on recorded streams:
+    the same plausibility checks (refused unless `force`) and warnings, which the node
+    publishes in its diagnostics."""
     from ..data.sync import SyncResult, synchronise
     from ..estimation.pipeline import (
         identification_config,
         identify,
         load_model,
-        process_segments,
         split_holdout,
         validate_result,
     )
@@ -194,9 +196,17 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
                        meta={"source": "robot_ident identification_node"})
     acts = cfg.actuators.for_joints(cfg.joints)
     sync = SyncResult([acts.apply(seg) for seg in sync.segments], sync.report)
-    parts, summary = process_segments(sync, cfg.joints, settings)
+    from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
+    from ..estimation.plausibility import enforce
+    checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
+    enforce(checked.findings, force)
+    parts, summary = checked.parts, checked.summary
+    warnings = list(checked.warnings)
     ident_data, valid_data = split_holdout(parts, holdout)
     result = identify(model, ident_data, settings)
+    if result.quality is not None:
+        warnings += quality_warnings(result.quality)
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         validation = validate_result(result, model, valid_data, settings)
@@ -205,14 +215,15 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     if output is not None:
         out = Path(output)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
-                                config=str(config_path))}
+                                config=str(config_path)),
+                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
         p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:
         from ..io.urdf_export import write_parameters
         urdf_text, _ = write_parameters(model, result.standard_values)
-    return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text)
+    return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text, warnings)
 
 
 @dataclass(frozen=True)
@@ -228,10 +239,12 @@ class ResultSummary:
     validation_relative_rms: np.ndarray | None
     condition_number: float
     samples: int
+    warnings: tuple = ()                      # 'warning: ...' lines, one diagnostic value each
 
     def key_values(self) -> list[tuple[str, str]]:
         kv = [("method", self.method), ("samples", str(self.samples)),
               ("condition_number", f"{self.condition_number:.6g}")]
+        kv += [(f"warning.{k + 1}", w) for k, w in enumerate(self.warnings)]
         kv += [(n, f"{v:.9g} +- {s:.3g}") for n, v, s in zip(self.names, self.values, self.std)]
         if self.validation_rms is not None:
             kv += [(f"validation_rms.{j}", f"{r:.6g}") for j, r in zip(self.joints, self.validation_rms)]
@@ -246,5 +259,5 @@ def result_summary(outcome: StreamOutcome) -> ResultSummary:
         validation_rms=None if v is None else np.asarray(v.rms, dtype=float),
         validation_relative_rms=None if v is None else np.asarray(v.relative_rms, dtype=float),
         condition_number=float(getattr(r, "condition_number", np.nan)),
-        samples=int(getattr(r, "n_samples", 0)))
+        samples=int(getattr(r, "n_samples", 0)), warnings=tuple(getattr(outcome, "warnings", ())))
 
