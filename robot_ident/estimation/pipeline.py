@@ -138,10 +138,13 @@ def identification_config(section: Mapping | None, where: str = "identification"
     order = f.get("order", 4)
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ConfigError(f"{fw}.order: expected a positive integer, got {order!r}")
-    filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
-                         target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
-                         trim_s=_num(f, "trim_s", fw, 0.2),
-                         use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    try:
+        filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
+                             target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
+                             trim_s=_num(f, "trim_s", fw, 0.2),
+                             use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    except SignalError as exc:
+        raise ConfigError(f"{fw}: {exc}") from None
     method = section.get("method", "physical")
     if not isinstance(method, str):
         raise ConfigError(f"{where}.method: expected a name, got {method!r}")
