@@ -671,3 +671,30 @@ def test_forced_gain_1000x_with_physical_exits_cleanly(world, monkeypatch, tmp_p
                          "--output", tmp_path / "r", "--method", "physical", "--no-plots", "--force")
     assert code in (0, 2) and "Traceback" not in err
     assert "elbow" in err and "URDF effort limit" in err            # said, even when forced
+
+
+def test_sigkill_while_writing_leaves_the_old_folder_and_a_stage_the_next_run_removes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    target = tmp_path / "res"
+    target.mkdir()
+    (target / "result.yaml").write_text("old: 1\n")
+    code = ("import sys, time\nfrom robot_ident.io.staging import StagedFolder\n"
+            f"with StagedFolder({str(target)!r}, 'result') as tmp:\n"
+            "    (tmp / 'result.yaml').write_text('new: 1')\n"
+            "    print('ready', flush=True)\n    time.sleep(60)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _files(target) == {"result.yaml"} and (target / "result.yaml").read_text() == "old: 1\n"
+    stages = [p for p in tmp_path.iterdir() if ".robot_ident-" in p.name]
+    assert len(stages) == 1
+    assert remove_stale_stages(target) == stages
+    _no_stage_left(tmp_path)
