@@ -397,3 +397,45 @@ def test_absurd_grid_rate_is_an_error_not_a_memory_error():
     _, ef = make_efforts(per_message_order=False)
     with pytest.raises(SignalError, match="rate_hz 1e\\+09 Hz is more than 20 times"):
         sync(st, ef, rate_hz=1e9)
+
+
+def test_joint_missing_from_some_messages_is_counted_as_missing_not_non_finite():
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    names, pos = [], []
+    for k in range(len(st)):
+        if k % 2:
+            names.append(("a", "b"))
+            pos.append(q_true(t[k:k + 1])[0, :2])
+        else:
+            names.append(JOINTS)
+            pos.append(q_true(t[k:k + 1])[0])
+    half = JointStream("/joint_states", st.stamps, names, {"position": pos})
+    res = sync(half, ef)
+    r = res.report.streams["states"]
+    assert r.missing_by_joint == {"c": len(st) // 2} and r.nan_by_joint == {}
+    assert f"{len(st) // 2} joint values missing, 0 non-finite" in res.report.summary()
+
+
+def test_current_topic_positions_with_nans_never_drop_effort_samples():
+    _, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    pos = q_true(te)
+    pos[::3, 1] = np.nan                      # a joint without a position interface now and then
+    ef2 = JointStream.from_arrays(ef.topic, ef.stamps, ef.names, current=ef.fields["current"], position=pos)
+    res = sync(st, ef2)
+    assert res.report.streams["efforts"].nan_samples == 0
+    assert res.report.lag is not None and abs(res.report.lag.lag_s) < 1e-4 and not res.report.lag_corrected
+
+
+def test_lag_of_the_current_topic_is_measured_on_positions_and_corrected():
+    _, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    late = JointStream.from_arrays(ef.topic, ef.stamps + int(0.02e9), ef.names, current=ef.fields["current"],
+                                   position=q_true(te))
+    res = sync(st, late)
+    assert res.report.lag_corrected and abs(res.report.lag.lag_s - 0.02) < 2e-4
+    for rec in res.segments:
+        _check_against_truth(rec, _origin_s(rec))
+    with pytest.raises(SignalError, match="offset from '/joint_states' by .* sync.max_lag_s = 0.01"):
+        sync(st, late, max_lag_s=0.01)

@@ -132,7 +132,7 @@ def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str
     except RobotIdentError:
         raise
     except Exception as exc:
-        raise BagError(f"cannot read bag {path}: {exc}") from exc
+        raise BagError(f"cannot read bag {path}: it looks corrupt or truncated ({type(exc).__name__}: {exc})") from exc
     finally:
         reader.close()
 

@@ -132,12 +132,14 @@ def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, no
     max_lag = opt.max_lag_s or MAX_LAG_S
     thr = opt.lag_threshold_s or CORRECT_ABOVE_S
     ps, pe = max(pairs, key=lambda p: min(p[0].t_ns.size, p[1].t_ns.size))
+    ok = np.isfinite(pe.values[position_field]).all(axis=1)     # joints without a position interface
+    if ok.sum() < 10:
+        return pairs, None, False
     o = int(ps.t_ns[0])
-    est = estimate_lag_from_positions((ps.t_ns - o) / NS_PER_S, ps.values[position_field],
-                                      (pe.t_ns - o) / NS_PER_S, pe.values[position_field], max_lag)
+    qs, qe = ps.values[position_field], pe.values[position_field][ok]
+    est = estimate_lag_from_positions((ps.t_ns - o) / NS_PER_S, qs, (pe.t_ns[ok] - o) / NS_PER_S, qe, max_lag)
     if not math.isfinite(est.lag_s):
         return pairs, est, False
-    qs, qe = ps.values[position_field], pe.values[position_field]
     span = lambda q: np.percentile(q, 99, axis=0) - np.percentile(q, 1, axis=0)  # noqa: E731  (spike-proof)
     span_s, span_e = span(qs), span(qe)
     for k in range(qs.shape[1]):

@@ -23,7 +23,8 @@ Rules, in the order they are applied to each stream:
    receive times pass k of one stream is joined with pass k of the other.
 3. Non-finite values (joint_state_broadcaster publishes NaN for interfaces a joint
    lacks; an empty array means the field is not published): a sample with a NaN in
-   a field that is used is dropped and counted per joint. A field that has no
+   a field that is used is dropped and counted per joint (a message that does not list
+   the joint at all is counted as *missing*, not non-finite). A field that has no
    finite value at all for some joint is *absent*: positions or efforts absent is
    an error; velocities absent means the recording carries no velocities (they will
    be differentiated from positions), noted in the report.
@@ -110,6 +111,7 @@ class StreamReport:
     duplicates: int = 0            # samples dropped because their stamp was seen already
     nan_samples: int = 0           # samples dropped for a non-finite value in a used field
     nan_by_joint: dict = field(default_factory=dict)
+    missing_by_joint: dict = field(default_factory=dict)   # messages that do not list the joint
     absent_fields: dict = field(default_factory=dict)   # field -> joints with no finite value
     isolated: int = 0              # samples alone between two gaps (cannot be interpolated)
     unused: int = 0                # valid samples outside every kept segment
@@ -155,7 +157,9 @@ class SyncReport:
                     else "")]
         for r in self.streams.values():
             lines.append(f"  {r.role} {r.topic}: {r.messages} messages at {r.rate_hz:.6g} Hz; dropped "
-                         f"{r.duplicates} duplicate, {r.nan_samples} non-finite, {r.isolated} isolated; "
+                         f"{r.duplicates} duplicate, {r.nan_samples} incomplete ("
+                         f"{sum(r.missing_by_joint.values())} joint values missing, "
+                         f"{sum(r.nan_by_joint.values())} non-finite), {r.isolated} isolated; "
                          f"{r.foreign} other publishers' ignored; "
                          f"{r.out_of_order} re-sorted; {r.unused} unused")
         if self.lag is not None:
@@ -177,7 +181,7 @@ class SyncResult:
 # ---------------------------------------------------------------------- internals
 def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Sequence[str],
              optional: Sequence[str], report: StreamReport,
-             notes: list) -> tuple[list[Pass], tuple[str, ...]]:
+             notes: list, aux: Sequence[str] = ()) -> tuple[list[Pass], tuple[str, ...]]:
     topic = stream.topic
     M = len(stream)
     if M == 0:
@@ -213,10 +217,17 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
         mats[f] = m
         used_optional.append(f)
 
-    # Non-finite samples.
-    bad_rows = np.zeros(M, dtype=bool)
+    # Samples without a value: a message that does not list a joint (counted as missing),
+    # or a NaN in a used field (counted as non-finite). Auxiliary fields never drop a sample.
+    listed = stream.lists(joints)
+    missing = ~listed
+    bad_rows = missing.any(axis=1)
+    for k, j in enumerate(joints):
+        c = int(missing[:, k].sum())
+        if c:
+            report.missing_by_joint[j] = c
     for f, m in mats.items():
-        bad = ~np.isfinite(m)
+        bad = ~np.isfinite(m) & listed
         bad_rows |= bad.any(axis=1)
         for k, j in enumerate(joints):
             c = int(bad[:, k].sum())
@@ -224,10 +235,14 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
                 report.nan_by_joint[j] = report.nan_by_joint.get(j, 0) + c
     report.nan_samples = int(bad_rows.sum())
     if bad_rows.all():
+        counts = [f"{j} missing from {report.missing_by_joint.get(j, 0)}, NaN in {report.nan_by_joint.get(j, 0)}"
+                  for j in joints if report.missing_by_joint.get(j) or report.nan_by_joint.get(j)]
         raise SignalError(f"no message on topic {topic!r} carries finite {' and '.join(mats)} values for all of "
                           f"{', '.join(joints)} at once (are the joints split across several publishers, or "
-                          f"is a value NaN in every message?); per joint non-finite counts: "
-                          f"{', '.join(f'{j} {c}' for j, c in report.nan_by_joint.items())}")
+                          f"is a value NaN in every message?); per joint: {'; '.join(counts)}")
+    for f in aux:
+        if f in stream.fields:
+            mats[f] = stream.matrix(f, joints)
 
     # Passes: split where the clock steps back (rule 2); late messages are re-sorted (rule 4).
     stamps = stream.stamps
@@ -340,7 +355,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     opt_fields = (velocity_field,) if opt.use_velocity else ()
     sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, rs, notes)
     e_pos = (position_field,) if position_field in efforts.fields and efforts is not states else ()
-    ep, e_opt = _prepare(efforts, "efforts", joints, (effort_field,), e_pos, re_, [])
+    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), re_, notes, aux=e_pos)
     restart_s = opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)
     for s_, r in ((states, rs), (efforts, re_)):
         for at, size in r.steps_back:
@@ -349,7 +364,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
                          "the data are cut there")
     pairs, dropped = pair_passes(sp, ep, states.topic, efforts.topic, notes)
     lag, lag_applied = None, False
-    if position_field in e_opt and pairs:
+    if e_pos and pairs:
         pairs, lag, lag_applied = align_topics(pairs, position_field, opt, states.topic, efforts.topic, notes)
     others = {}
     extra = sorted(states.joint_set() - set(joints))

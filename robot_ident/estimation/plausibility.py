@@ -163,6 +163,10 @@ def check_recordings(model, segments: Sequence, method: str = "physical",
             if r < 0:
                 out.append(Finding("error", subj, f"the measured velocity has the opposite sign of dq/dt "
                                                   f"(ratio {r:.3g}): a flipped velocity sign in the driver"))
+            elif abs(r) < 0.05:
+                out.append(Finding("error", subj, "the measured velocity stays (nearly) zero while the position "
+                                                  "changes: the driver publishes zeros; set identification.filter."
+                                                  "use_measured_velocity: false to differentiate the positions"))
             elif abs(r - 1.0) > VELOCITY_TOLERANCE:
                 out.append(Finding("error", subj, f"the measured velocity is {r:.3g} x dq/dt (degrees/s, rpm or "
                                                   "a gear ratio on the velocity only?)"))
