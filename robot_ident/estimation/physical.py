@@ -218,6 +218,23 @@ def _barrier_solve(H: np.ndarray, c: np.ndarray, nb: int, nonneg: np.ndarray, th
         t *= 10.0
 
 
+def _failure_reason(prior: np.ndarray, layout, exc: BaseException) -> str:
+    """One line for a failed interior-point solve, naming the CAD bodies that are not
+    physical (the usual cause: a zero or negative mass, a missing <inertial>)."""
+    bad = []
+    for b, joint in enumerate(layout.body_joints):
+        ph = prior[10 * b:10 * b + 10]
+        ev = np.linalg.eigvalsh(np.tensordot(ph, _pseudo_basis(), axes=1))
+        if not (ph[0] > 0 and ev.min() > 0):
+            bad.append(f"{joint!r} (" + (f"mass {ph[0]:.4g} kg" if not ph[0] > 0 else "impossible inertia") + ")")
+    if bad:
+        return (f"physically consistent estimation failed: the CAD inertia of the body moved by joint "
+                f"{', '.join(bad)} is not physical (a missing <inertial>, a zero or negative mass in the URDF); "
+                "fix it, or use --method wls (base parameters only)")
+    return (f"physically consistent estimation failed ({type(exc).__name__}: {exc}); use --method wls "
+            "(base parameters only)")
+
+
 def physically_consistent(problem: IdentificationProblem, prior_weight: float = 1e-6,
                           max_nfev: int = 1000) -> IdentificationResult:
     """Standard parameters with every body physically consistent; see the module doc."""
@@ -235,16 +252,6 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
     rest_ss = float(np.sum((problem.y * w) ** 2) - z @ z)
 
     prior = problem.prior
-    for b, joint in enumerate(layout.body_joints):
-        # the CAD values are the prior, the start and the parameter scale: they must be a body
-        ph = prior[10 * b:10 * b + 10]
-        ev = np.linalg.eigvalsh(np.tensordot(ph, _pseudo_basis(), axes=1))
-        if not (ph[0] > 0 and ev.min() > 0):
-            raise IdentificationError(
-                f"the CAD inertia of the body moved by joint {joint!r} is not physical ("
-                + (f"mass {ph[0]:.4g} kg" if not ph[0] > 0 else "its pseudo-inertia is not positive definite")
-                + "): a missing <inertial>, a zero or negative mass or impossible inertia in the URDF; fix it, or "
-                "use --method wls (base parameters only)")
     scale = _parameter_scale(prior, nb)
     sqrt_prior = np.sqrt(prior_weight) / scale
     act = slice(10 * nb, n_std)
@@ -282,7 +289,11 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
     start[nonneg] = np.maximum(start[nonneg], 1e-3 * scale[nonneg])
     # In units of the parameter scales, so the barrier's Newton systems are well scaled.
     Asc = A * scale
-    phi, newton_steps = _barrier_solve(Asc.T @ Asc, Asc.T @ bvec, nb, nonneg, start / scale, scale)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):   # a diverging solve is reported below
+            phi, newton_steps = _barrier_solve(Asc.T @ Asc, Asc.T @ bvec, nb, nonneg, start / scale, scale)
+    except (TypeError, ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+        raise IdentificationError(_failure_reason(prior, layout, exc)) from exc
     theta0 = phi * scale
     cost = lambda th: float(np.sum((A @ th - bvec) ** 2))  # noqa: E731
     x0 = np.empty(n_std)
