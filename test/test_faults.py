@@ -698,3 +698,20 @@ def test_sigkill_while_writing_leaves_the_old_folder_and_a_stage_the_next_run_re
     assert len(stages) == 1
     assert remove_stale_stages(target) == stages
     _no_stage_left(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncated-db3", "metadata-garbage"])
+def test_corrupt_bag_is_one_line_naming_the_bag(world, tmp_path, damage):
+    import shutil
+    bag = tmp_path / "bag"
+    shutil.copytree(world["bag"], bag)
+    if damage == "truncated-db3":
+        db = next(bag.glob("*.db3"))
+        db.write_bytes(db.read_bytes()[: db.stat().st_size // 3])
+    else:
+        (bag / "metadata.yaml").write_text("rosbag2_bagfile_information: {version: [\n")
+    code, out, err = cli("identify", "--bag", bag, "--urdf", world["urdf"], "--config", CONFIG,
+                         "--output", tmp_path / "r")
+    line = one_error_line(err)
+    assert code == 2 and str(bag) in line
+    assert not (tmp_path / "r").exists()

@@ -80,7 +80,7 @@ def _open(path):
         reader = AnyReader([p], default_typestore=make_typestore())
         reader.open()
     except Exception as exc:   # rosbags raises several reader errors
-        raise BagError(f"cannot read bag {p}: {exc}") from exc
+        raise BagError(f"cannot read bag {p}: it looks corrupt or truncated ({type(exc).__name__}: {exc})") from exc
     return reader
 
 
