@@ -518,16 +518,16 @@ def test_report_with_a_corrupt_validation_file_is_a_clear_error(world, tmp_path)
     (res / "validation.yaml").write_text("joints: {shoulder_pan: {rms: [1,\n")
     code, out, err = cli("report", "--result", res)
     assert code == 2 and "validation.yaml" in one_error_line(err)
-    (res / "validation.yaml").write_text("bag: x\njoints: {shoulder_pan: {rms: 1.0}}\n")
+    (res / "validation.yaml").write_text("bag: x\njoints: [1, 2]\n")
     code, out, err = cli("report", "--result", res)
-    assert code == 2 and "validation.yaml" in one_error_line(err) and "relative_rms" in err
+    assert code == 2 and "validation.yaml" in one_error_line(err)
 
 
 def test_report_writes_elsewhere_when_the_result_folder_is_read_only(world, tmp_path):
     code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path / "page.html")
     assert code == 0, err
     page = (tmp_path / "page.html").read_text()
-    assert "Base parameters" in page and not (world["clean"] / "report.html").exists()
+    assert "robot_ident report" in page and not (world["clean"] / "report.html").exists()
     code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path / "missing" / "x" / "p.html")
     assert code == 0 and (tmp_path / "missing" / "x" / "p.html").is_file()
     code, out, err = cli("report", "--result", world["clean"], "--output", tmp_path)

@@ -128,5 +128,8 @@ def test_report_command_writes_an_html_page(round_trip):
     assert main(["report", "--result", str(res)]) == 0
     page = (res / "report.html").read_text()
     d, base, values, std = load_result(res)
-    assert page.startswith("<!DOCTYPE html>") and "Validation on" in page
+    bag2 = round_trip("sqlite3")[1]
+    assert page.startswith("<!DOCTYPE html>") and f"recording {bag2} (robot-ident validate)" in page
+    assert (res / "samples.npz").is_file() and (res / "validation_samples.npz").is_file()
+    assert "Friction fit per joint" in page and "data:image/png;base64," in page
     assert all(j in page for j in d["robot"]["joints"]) and base.names[0].split(" ")[0] in page

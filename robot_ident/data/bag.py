@@ -159,7 +159,7 @@ def read_recordings(path, joints: Sequence[str], actuators: ActuatorSet, *,
 def read_recordings_from_config(path, config, options: SyncOptions | None = None) -> SyncResult:
     """`read_recordings` with the topics, interface, actuators and sync options of an
     `io.config.IdentConfig`."""
-    return read_recordings(path, config.joints, config.actuators,
+    return read_recordings(path, config.joints, config.drive,
                            joint_states_topic=config.joint_states_topic, current_topic=config.current_topic,
                            current_kind=config.current_kind, current_interface=config.current_interface,
                            options=options or config.sync)
@@ -292,7 +292,7 @@ def write_simulation_bag(path, result, actuators: ActuatorSet, **kwargs) -> BagW
 
 def write_bag_from_config(path, recording: Recording, config, **kwargs) -> BagWriteInfo:
     """`write_recording_bag` with the topics, source, interface and actuators of a config."""
-    return write_recording_bag(path, recording.reorder(config.joints), config.actuators,
+    return write_recording_bag(path, recording.reorder(config.joints), config.drive,
                                current_source=config.current_source,
                                joint_states_topic=config.joint_states_topic,
                                current_topic=config.current_topic,

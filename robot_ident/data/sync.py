@@ -33,7 +33,10 @@ Rules, in the order they are applied to each stream:
    into place and counted; repeated stamps
    keep the first sample that arrived and count the rest.
 5. Gaps: consecutive samples of a stream further apart than ``max_gap_s``
-   (default: 5 periods of the slower stream) are never interpolated across; the
+   (default: relative to the slower stream's median period T, ``max(5 T, min(20 T,
+   10 ms))`` -- 5 periods, but a fast log's hiccups of up to 10 ms (20 periods at
+   most) are bridged: at 1 kHz a missed 8.5 ms is far shorter than the filter's
+   time scale and costs less than a cut) are never interpolated across; the
    data is split into segments where either stream has a gap, and each gap is
    reported with its times and topic.
 6. The grid: ``rate_hz`` (default: the faster stream's median rate, so the noisy
@@ -79,7 +82,7 @@ MAX_RATE_FACTOR = 20.0   # rate_hz at most this times the faster stream's rate
 @dataclass(frozen=True)
 class SyncOptions:
     rate_hz: float | None = None        # None: the faster stream's median rate
-    max_gap_s: float | None = None      # None: 5 median periods of the slower stream
+    max_gap_s: float | None = None      # None: max(5 T, min(20 T, 10 ms)), T the slower stream's median period
     jump_back_s: float | None = None    # steps back larger than this are reported as restarts, smaller ones
                                         # as clock steps; every step back cuts the stream (rule 2)
     min_segment_s: float = 0.0
@@ -179,6 +182,11 @@ class SyncResult:
 
 
 # ---------------------------------------------------------------------- internals
+def default_max_gap_s(period_s: float) -> float:
+    """The default gap limit for a stream whose median sample period is `period_s`."""
+    return max(5.0 * period_s, min(20.0 * period_s, 0.010))
+
+
 def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Sequence[str],
              optional: Sequence[str], report: StreamReport,
              notes: list, aux: Sequence[str] = ()) -> tuple[list[Pass], tuple[str, ...]]:
@@ -339,7 +347,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
         r.rate_hz = NS_PER_S / p
     slow_ns = max(per.values())
     fast_role = "efforts" if per["efforts"] <= per["states"] else "states"
-    max_gap = opt.max_gap_s if opt.max_gap_s is not None else 5.0 * slow_ns / NS_PER_S
+    max_gap = opt.max_gap_s if opt.max_gap_s is not None else default_max_gap_s(slow_ns / NS_PER_S)
     if opt.rate_hz is not None:
         rate = float(opt.rate_hz)
     else:

@@ -25,11 +25,13 @@ from ..estimation import IdentificationResult
 from ..estimation.pipeline import IdentificationSettings, base_parameters, identify, validate_result
 from ..estimation.validation import ValidationReport
 from ..excitation import FourierTrajectory
+from ..io.atomic import atomic_write_text
+from ..io.samples import write_run_samples
 from ..io.results import result_to_dict, write_identified_urdf, write_result_yaml
 from ..io.urdf_export import write_parameters
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
-from ..report.html import plot_efforts
+from ..report.html import plot_efforts, write_html_report
 from ..sim import JointTruth, SimNoise, SimulatedArm
 from ..util.progress import Progress
 from ..util.resources import share_file
@@ -187,6 +189,8 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
             with StagedFolder(out, "result") as tmp:      # written aside, swapped in whole
                 write_result_yaml(tmp, result_to_dict(result, cad, validation, extra))
                 write_identified_urdf(tmp, cad, result)
+                atomic_write_text(tmp / "model.urdf", cad.urdf_xml)
+                write_run_samples(tmp, cad, result, ident_data, valid_data)
                 if plots:
                     pred_id = result.predict(cad, ident_data.q, ident_data.qd, ident_data.qdd)
                     plot_efforts(tmp / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred_id,
@@ -194,6 +198,7 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
                     plot_efforts(tmp / "validation_efforts.png", validation.t, validation.measured,
                                  validation.predicted, cad.joint_names,
                                  "Validation trajectory (held out): measured vs predicted effort")
+                    write_html_report(tmp)
             outcome.output = out
     outcome.timings = dict(progress.timings)
     return outcome
@@ -219,7 +224,9 @@ def format_summary(o: DemoOutcome) -> str:
               "no well-determined base parameter",
               "stage wall time: " + ", ".join(f"{k} {t:.2f} s" for k, t in o.timings.items())]
     if o.output is not None:
-        files = [f for f in ("result.yaml", "identified.urdf", "identification_efforts.png",
-                             "validation_efforts.png") if (o.output / f).exists()]
+        files = [f for f in ("result.yaml", "model.urdf", "samples.npz", "identification_efforts.png",
+                             "validation_efforts.png", "report.html") if (o.output / f).exists()]
+        if (o.output / "identified.urdf").exists():
+            files.insert(1, "identified.urdf")
         lines.append(f"result folder: {o.output}/ ({', '.join(files)})")
     return "\n".join(lines)

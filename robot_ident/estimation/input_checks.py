@@ -36,6 +36,20 @@ def lag_findings(sync: SyncResult, effort_topic: str) -> list[Finding]:
                     "positions both topics carry); corrected")]
 
 
+def recording_findings(model, segments, report, method: str, states_topic: str = "/joint_states",
+                       effort_topic: str = "", effort_label: str = "effort", label: str = "") -> list[Finding]:
+    """The checks on one recording's synchronised segments (everything but the gain check,
+    which needs the processed data); `label` (a file name) prefixes the subjects when
+    several recordings are identified together."""
+    found = check_recordings(model, segments, method, effort_label)
+    if report is not None:
+        found += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
+        found += lag_findings(SyncResult(list(segments), report), effort_topic)
+    if label:
+        found = [Finding(f.severity, f"{label}: {f.subject}", f.text) for f in found]
+    return found
+
+
 def check_input(model, sync: SyncResult, settings, states_topic: str = "/joint_states",
                 effort_topic: str = "", effort_label: str = "effort") -> InputCheck:
     """Plausibility findings and the processed segments."""

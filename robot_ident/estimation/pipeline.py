@@ -175,7 +175,8 @@ def identification_config(section: Mapping | None, where: str = "identification"
 
 
 def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
-    model = RobotModel(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal)
+    model = RobotModel(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
+                       transmission=getattr(config, "transmission", None))
     config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
     return model
 

@@ -9,6 +9,7 @@ from ..data.signals import ProcessedData
 from ..errors import IdentificationError
 from ..model.base import BaseParameters
 from ..model.robot import ParameterLayout, RobotModel
+from ..model.transmission import dead_band_rows
 
 
 @dataclass
@@ -52,7 +53,7 @@ def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,
     joint = np.tile(np.arange(model.n), data.n_samples)
     sample = np.repeat(np.arange(data.n_samples), model.n)
     if moving_threshold is not None:
-        keep = data.moving_mask(moving_threshold, reversal_guard_s).reshape(-1)
+        keep = dead_band_rows(model, data, moving_threshold, reversal_guard_s).reshape(-1)
         Ws, y, joint, sample = Ws[keep], y[keep], joint[keep], sample[keep]
     W = base.regressor(Ws)
     for k, name in enumerate(model.joint_names):

@@ -51,13 +51,13 @@ class IdentificationResult:
 
     def actuator_parameters(self) -> dict[str, dict[str, dict[str, float]]]:
         """Actuator parameters that are base parameters by themselves (not regrouped):
-        {joint: {symbol: {value, std}}}. Regrouped ones (e.g. the first joint's armature,
+        {joint or motor: {symbol: {value, std}}}. Regrouped ones (e.g. the first joint's armature,
         which merges with the first body's Izz) are absent."""
         out: dict[str, dict[str, dict[str, float]]] = {}
         for k, name in enumerate(self.names):
             if " " in name:
                 continue
             joint, _, sym = name.rpartition(".")
-            if joint in self.joint_names and sym in ("Ia", "Fc", "Fv", "off"):
+            if sym in ("Ia", "Fc", "Fv", "off"):     # joints, or motors of coupled groups
                 out.setdefault(joint, {})[sym] = {"value": float(self.values[k]), "std": float(self.std[k])}
         return out

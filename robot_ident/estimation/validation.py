@@ -3,7 +3,13 @@
 The prediction uses the processed (filtered) states; it is compared with the effort
 *as measured* (``ProcessedData.effort_raw``), so a perfect model scores the effort
 noise: ``rms / noise_std`` close to 1 is the best achievable figure.
+
+Next to the relative RMS (``rms / RMS(measured)``, which exceeds 100 % on a joint
+whose effort stays near zero however good the fit) the report gives the NRMS:
+``rms`` over the joint's effort limit from the URDF, or, when the URDF has none,
+over the measured effort range (max - min); ``nrms_reference`` says which.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +19,7 @@ import numpy as np
 from ..data.signals import ProcessedData
 from ..errors import SignalError
 from ..model.robot import RobotModel
+from ..model.transmission import dead_band_rows
 
 
 @dataclass
@@ -27,6 +34,9 @@ class ValidationReport:
     t: np.ndarray                # sample times
     measured: np.ndarray         # (N, n) measured effort
     predicted: np.ndarray        # (N, n)
+    nrms: np.ndarray | None = None          # (n,) rms / nrms_scale
+    nrms_scale: np.ndarray | None = None    # (n,) effort limit or measured range [N*m or N]
+    nrms_reference: tuple[str, ...] = ()    # per joint: 'effort_limit' or 'effort_range'
 
     def as_dict(self) -> dict:
         out = {}
@@ -35,20 +45,29 @@ class ValidationReport:
                  "max_abs_error": float(self.max_abs_error[k]), "samples": int(self.n_samples[k])}
             if self.noise_ratio is not None:
                 d["rms_over_noise_std"] = float(self.noise_ratio[k])
+            if self.nrms is not None:
+                d["nrms"] = float(self.nrms[k])
+                d["nrms_reference"] = self.nrms_reference[k]
+                d["nrms_scale"] = float(self.nrms_scale[k])
             out[j] = d
         return out
 
 
 def rms_report(t, measured, predicted, joint_names, mask=None, noise_std=None,
-               moving_threshold=None) -> ValidationReport:
-    """Per-joint RMS of measured - predicted over the samples where mask is True."""
+               moving_threshold=None, effort_limit=None) -> ValidationReport:
+    """Per-joint RMS of measured - predicted over the samples where mask is True; NRMS
+    against `effort_limit` (per joint; a non-positive or non-finite entry falls back on
+    the measured effort range)."""
     measured = np.asarray(measured, float)
     predicted = np.asarray(predicted, float)
     if measured.shape != predicted.shape:
         raise SignalError(f"measured {measured.shape} and predicted {predicted.shape} efforts differ in shape")
     mask = np.ones(measured.shape, bool) if mask is None else np.asarray(mask, bool)
     n = measured.shape[1]
-    rms, rel, mx, cnt = (np.zeros(n) for _ in range(4))
+    rms, rel, mx, cnt, scale = (np.zeros(n) for _ in range(5))
+    limit = (np.full(n, np.nan) if effort_limit is None
+             else np.broadcast_to(np.asarray(effort_limit, float), (n,)))
+    refs = []
     for k in range(n):
         m = mask[:, k]
         if not m.any():
@@ -60,9 +79,16 @@ def rms_report(t, measured, predicted, joint_names, mask=None, noise_std=None,
         rel[k] = rms[k] / ref if ref > 0 else np.inf
         mx[k] = np.max(np.abs(e))
         cnt[k] = m.sum()
+        if np.isfinite(limit[k]) and limit[k] > 0:
+            scale[k], ref_k = limit[k], "effort_limit"
+        else:
+            scale[k], ref_k = np.ptp(measured[m, k]), "effort_range"
+        refs.append(ref_k)
     ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
+    with np.errstate(divide="ignore"):
+        nrms = np.where(scale > 0, rms / np.where(scale > 0, scale, 1.0), np.inf)
     return ValidationReport(tuple(joint_names), rms, rel, ratio, mx, cnt.astype(int), moving_threshold,
-                            np.asarray(t), measured, predicted)
+                            np.asarray(t), measured, predicted, nrms, scale, tuple(refs))
 
 
 def validate(result, model: RobotModel, data: ProcessedData, moving_threshold: float | None = None,
@@ -70,5 +96,6 @@ def validate(result, model: RobotModel, data: ProcessedData, moving_threshold: f
     """Validate an identification result on held-out processed data (outside the
     friction dead band when `moving_threshold` is given)."""
     predicted = result.predict(model, data.q, data.qd, data.qdd)
-    mask = None if moving_threshold is None else data.moving_mask(moving_threshold, reversal_guard_s)
-    return rms_report(data.t, data.effort_raw, predicted, data.joint_names, mask, noise_std, moving_threshold)
+    mask = None if moving_threshold is None else dead_band_rows(model, data, moving_threshold, reversal_guard_s)
+    return rms_report(data.t, data.effort_raw, predicted, data.joint_names, mask, noise_std, moving_threshold,
+                      effort_limit=model.limits.effort)

@@ -96,7 +96,7 @@ class RegressorEvaluator:
         self.weights = w
         self.h = float(fd_step)
         lay = model.layout
-        self._coulomb_cols = (np.array([lay.index(f"{j}.Fc") for j in model.joint_names])
+        self._coulomb_cols = (np.array([lay.index(f"{u}.Fc") for u in lay.actuator_joints])
                               if "Fc" in lay.actuator_symbols else None)
         # Fast path: when the reduced Pinocchio model has exactly the identified 1-DOF
         # joints with nq == nv (no continuous joints), call Pinocchio directly.
@@ -156,11 +156,21 @@ class RegressorEvaluator:
         dY[:, :2 * n] /= h
         # The Coulomb column tanh(qd / v_s) is too curved for a forward difference near
         # qd = 0: use its exact derivative (the other actuator columns are affine).
-        if self._coulomb_cols is not None:
+        tr = getattr(self.model, "transmission", None)
+        if self._coulomb_cols is not None and (tr is None or tr.is_identity):
             vs = self.model.friction.coulomb_velocity_scale
             th = np.tanh(qd / vs)
             j = np.arange(n)
             dY[:, n + j, j, self._coulomb_cols] = (1.0 - th * th) / vs
+        elif self._coulomb_cols is not None:
+            # coupled motors: column k in row j is M[k, j] tanh((M qd)_k / v_s), so its
+            # derivative by qd_i is M[k, j] M[k, i] (1 - tanh^2) / v_s
+            vs = self.model.friction.coulomb_velocity_scale
+            M = tr.motor_from_joint
+            th = np.tanh(tr.motor_velocities(qd) / vs)
+            g = (1.0 - th * th) / vs
+            for k, col in enumerate(self._coulomb_cols):
+                dY[:, n:2 * n, :, col] = g[:, k, None, None] * np.outer(M[k], M[k])[None]
         return Y, dY
 
     def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None, smooth: float = 0.0):

@@ -15,6 +15,9 @@
           joint2: {type: screw, torque_constant: 0.3, gear_ratio: 1.0, lead: 0.01,
                    efficiency: 0.9, direction: 1, current_offset: 0.0}
         sync: {rate_hz: 0.0, max_gap_s: 0.0, min_segment_s: 0.0}   # optional; 0 = automatic
+        transmissions:           # optional: motors that drive several joints (model/transmission.py)
+          wrist: {joints: [joint5, joint6], motors: [motor5, motor6],
+                  motor_from_joint: [[1.0, 0.0], [-1.0, 1.0]]}   # qd_motor = M qd_joint
         excitation: {...}        # other sections belong to other modules and pass through
 
 ``current_source``:
@@ -45,12 +48,13 @@ import yaml
 from ..data.sync import SyncOptions
 from ..errors import ConfigError
 from ..model.actuation import ActuatorSet
+from ..model.transmission import Drive, Transmission
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 
 CURRENT_SOURCES = ("dynamic_joint_states", "joint_states_effort", "effort")
 WILDCARD = "/**"
 _OWNED = ("joints", "current_source", "current_interface", "joint_states_topic", "current_topic",
-          "actuators", "sync")
+          "actuators", "sync", "transmissions")
 _SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_threshold_s")
 
 
@@ -69,6 +73,15 @@ class IdentConfig:
     source: str = "<parameters>"
     # Every parameter of the node, read-only, for the modules that own the other sections.
     parameters: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # Coupled motors (None: every joint has its own motor).
+    transmission: Transmission | None = None
+
+    @property
+    def drive(self) -> Drive:
+        """Channel values -> joint efforts: the actuators, then the coupling (``M.T``).
+        With ``current_source: effort`` the values already are joint efforts."""
+        tr = None if self.current_source == "effort" else self.transmission
+        return Drive(self.actuators, tr)
 
     @property
     def effort_field(self) -> str:
@@ -211,9 +224,16 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "<parameters
             kw[k] = float(v)
     sync = SyncOptions(**kw)
 
+    # coupled transmissions
+    try:
+        transmission = Transmission.from_mapping(joints, p.get("transmissions"))
+    except ConfigError as exc:
+        raise fail(key("transmissions"), str(exc)) from None
+
     return IdentConfig(joints=joints, current_source=src, current_interface=interface,
                        joint_states_topic=js_topic, current_topic=cur_topic, actuators=actuators,
-                       sync=sync, node_name=node_name, source=source, parameters=_freeze(p))
+                       sync=sync, node_name=node_name, source=source, parameters=_freeze(p),
+                       transmission=None if transmission.is_identity else transmission)
 
 
 def load_config(path: str | os.PathLike, node_name: str | None = None) -> IdentConfig:

@@ -11,6 +11,7 @@ from ..estimation.validation import ValidationReport
 from ..model.robot import RobotModel
 from ..report.html import plot_efforts
 from .atomic import atomic_write_text
+from .samples import write_run_samples
 from .results import result_to_dict, write_identified_urdf, write_result_yaml
 from .staging import StagedFolder, check_output_folder
 
@@ -29,14 +30,15 @@ def check_result_folder(out, force: bool = False) -> Path:
 
 def write_result_folder(out: Path, model: RobotModel, result: IdentificationResult,
                         validation: ValidationReport | None, ident_data: ProcessedData, extra: dict,
-                        config_path=None, plots: bool = True, force: bool = False) -> Path | None:
+                        config_path=None, plots: bool = True,
+                        valid_data: ProcessedData | None = None, force: bool = False) -> Path | None:
     """The result folder of `identify` (and of the identification node): result.yaml,
     identified.urdf (estimators with standard parameters), model.urdf and config.yaml for
-    `validate`, and plots. The folder is written aside and swapped in whole: an older
-    result is replaced, never mixed; an interrupted write leaves the old folder as it
-    was. A model the data do not determine (``result.quality``, see
-    estimation/conditioning.py) is marked in identified.urdf's comment. Returns
-    identified.urdf's path."""
+    `validate`, plots, and samples.npz (the processed data, decimated, for the report).
+    The folder is written aside and swapped in whole: an older result is replaced, never
+    mixed; an interrupted write leaves the old folder as it was. A model the data do not
+    determine (``result.quality``, see estimation/conditioning.py) is marked in
+    identified.urdf's comment. Returns identified.urdf's path."""
     out = Path(out)
     config_text = Path(config_path).read_text(encoding="utf-8") if config_path is not None else None
     with StagedFolder(out, RESULT_KIND, force=force) as tmp:
@@ -49,8 +51,9 @@ def write_result_folder(out: Path, model: RobotModel, result: IdentificationResu
         atomic_write_text(tmp / "model.urdf", model.urdf_xml)
         if config_text is not None:
             atomic_write_text(tmp / "config.yaml", config_text)
+        pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
+        write_run_samples(tmp, model, result, ident_data, valid_data, pred)
         if plots:
-            pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
             plot_efforts(tmp / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
                          model.joint_names, f"Identification ({result.method}): measured vs predicted",
                          units(model))

@@ -40,7 +40,10 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
                   "friction_model": {
                       "blocks": list(model.layout.actuator_symbols),
                       "coulomb": "Fc * tanh(qd / coulomb_velocity_scale)",
-                      "coulomb_velocity_scale": model.friction.coulomb_velocity_scale}},
+                      "coulomb_velocity_scale": model.friction.coulomb_velocity_scale},
+                  # coupled motors: their actuator parameters act on qd_motor = M qd_joint
+                  **({"transmissions": model.transmission.as_dict()}
+                     if getattr(model, "transmission", None) is not None and model.transmission.groups else {})},
         "samples": int(result.n_samples),
         "equations": int(result.n_rows),
         "condition_number": _f(result.condition_number),

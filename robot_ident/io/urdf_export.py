@@ -106,7 +106,11 @@ def write_parameters(model: RobotModel, theta: np.ndarray, only_physical: bool =
         report.written.append(body)
 
     syms = model.layout.actuator_symbols
+    tr = getattr(model, "transmission", None)
+    coupled = {c for g in tr.groups for c in g.joints} if tr is not None else set()
     for j in model.joint_names:
+        if j in coupled:      # motor-side friction of a coupled group has no URDF joint equivalent
+            continue
         el = joints[j]
         dyn_el = el.find("dynamics")
         if ("Fv" in syms or "Fc" in syms) and dyn_el is None:

@@ -10,6 +10,9 @@
 * then, joint by joint in the identified order, the enabled actuator parameters:
   ``Ia`` armature (rotor inertia reflected to the joint), ``Fc`` Coulomb friction,
   ``Fv`` viscous friction, ``off`` constant effort offset.
+  With a coupled transmission (`transmission.Transmission`), a coupled group's
+  actuator parameters belong to its motors (``<motor>.Fc``), in motor coordinates,
+  and reach the joints through the transpose of the coupling matrix.
 
 Parameter names are ``<joint>.<symbol>``, e.g. ``elbow.Izz`` or ``wrist_1.Fc``.
 The layout is named, never implied by position: switching a block off removes its
@@ -39,6 +42,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError
+from .transmission import Transmission
 
 INERTIAL_SYMBOLS = ("m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 ACTUATOR_SYMBOLS = ("Ia", "Fc", "Fv", "off")
@@ -72,7 +76,7 @@ class ParameterLayout:
 
     names: tuple[str, ...]
     body_joints: tuple[str, ...]          # one moving body per reduced-model joint, tree order
-    actuator_joints: tuple[str, ...]      # identified joints, user order
+    actuator_joints: tuple[str, ...]      # identified joints, user order (motor names in coupled groups)
     actuator_symbols: tuple[str, ...]
 
     @property
@@ -162,7 +166,8 @@ class RobotModel:
     def __init__(self, urdf: str | os.PathLike, joints: Sequence[str] | None = None,
                  locked_positions: Mapping[str, float] | None = None,
                  friction: FrictionOptions | None = None,
-                 armature: Mapping[str, float] | None = None):
+                 armature: Mapping[str, float] | None = None,
+                 transmission: Transmission | None = None):
         self.urdf_xml, self.urdf_label = read_urdf_text(urdf)
         self.friction = friction or FrictionOptions()
         urdf_joints = _parse_urdf_joints(self.urdf_xml, self.urdf_label)
@@ -221,9 +226,16 @@ class RobotModel:
                                  "only 1-DOF joints can be identified")
         self._prismatic = np.array([urdf_joints[n].get("type") == "prismatic" for n in joints])
 
+        # Actuator units: the joint itself, or the motor at its place in a coupled group.
+        self.transmission = (Transmission.identity(joints) if transmission is None
+                             else transmission.for_joints(joints))
+        units = self.transmission.motors
+        clash = sorted(set(units) & set(tree_names) - set(joints))
+        if clash:
+            raise ModelError(f"motor name(s) {', '.join(clash)} are also joint names of URDF {self.urdf_label}")
         names = [f"{b}.{s}" for b in tree_names for s in INERTIAL_SYMBOLS]
-        names += [f"{j}.{s}" for j in joints for s in self.friction.enabled_symbols]
-        self.layout = ParameterLayout(tuple(names), tuple(tree_names), tuple(joints),
+        names += [f"{u}.{s}" for u in units for s in self.friction.enabled_symbols]
+        self.layout = ParameterLayout(tuple(names), tuple(tree_names), tuple(units),
                                       self.friction.enabled_symbols)
         self.limits = self._read_limits()
         self.nominal = self._nominal_parameters(urdf_joints, dict(armature or {}))
@@ -252,11 +264,15 @@ class RobotModel:
         theta = np.zeros(self.layout.size)
         for k in range(1, self.model.njoints):
             theta[10 * (k - 1): 10 * k] = self.model.inertias[k].toDynamicParameters()
+        units = self.layout.actuator_joints
+        coupled = {m for g in self.transmission.groups for m in g.motors}
         for name in armature:
-            if name not in self.joint_names:
-                raise ModelError(f"armature given for joint {name!r}, which is not identified")
-        for j in self.joint_names:
-            dyn = urdf_joints[j].find("dynamics")
+            if name not in units:
+                raise ModelError(f"armature given for joint {name!r}, which is not identified "
+                                 f"(actuators: {', '.join(units)})")
+        for j in units:
+            # Motors of a coupled group have no URDF <dynamics>: friction starts at zero.
+            dyn = urdf_joints[j].find("dynamics") if j not in coupled else None
             values = {
                 "Ia": float(armature.get(j, 0.0)),
                 "Fc": float(dyn.get("friction", 0.0)) if dyn is not None else 0.0,
@@ -315,8 +331,15 @@ class RobotModel:
         return Y[self._idx_v, :]
 
     def actuator_regressor(self, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
-        """(N, n, n_actuator_params) columns for armature, Coulomb, viscous and offset."""
-        return actuator_columns(qd, qdd, self.layout.actuator_symbols, self.friction.coulomb_velocity_scale)
+        """(N, n, n_actuator_params) columns for armature, Coulomb, viscous and offset.
+        Coupled groups: the terms are evaluated at the motor velocities ``M qd`` and
+        mapped to the joints by ``M.T`` (see `transmission`)."""
+        tr = self.transmission
+        if tr.is_identity:
+            return actuator_columns(qd, qdd, self.layout.actuator_symbols, self.friction.coulomb_velocity_scale)
+        cols = actuator_columns(tr.motor_velocities(qd), tr.motor_velocities(qdd), self.layout.actuator_symbols,
+                                self.friction.coulomb_velocity_scale)
+        return tr.joint_columns(cols)
 
     def regressor(self, q, qd, qdd) -> np.ndarray:
         """Stacked standard regressor, shape (N*n, n_params), sample-major rows."""

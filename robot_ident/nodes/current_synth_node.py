@@ -30,7 +30,7 @@ class CurrentSynthNode(Node):
         out_topic = declare(self, "output_topic", "/robot_ident/synthetic_currents",
                             "DynamicJointState with the 'current' interface", read_only=True)
         cfg = load_config(config_file)
-        self.synth = CurrentSynthesiser(cfg.joints, cfg.actuators)
+        self.synth = CurrentSynthesiser(cfg.joints, cfg.drive)
         self.interface = cfg.current_interface
         self.pub = self.create_publisher(DynamicJointState, out_topic, sensor_qos())
         self.create_subscription(JointState, in_topic, self._on_joint_state, sensor_qos())

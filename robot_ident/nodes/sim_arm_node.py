@@ -78,7 +78,7 @@ class SimArmNode(Node):
         self.arm, self.cfg = build_stepping_arm(
             robot_description(self), config_file, None if list(q0) == [0.0] else np.asarray(q0, float), rate)
         self.joints = list(self.cfg.joints)
-        self.actuators = self.cfg.actuators.for_joints(self.joints)
+        self.actuators = self.cfg.drive.for_joints(self.joints)
         self._types = message_types()
         self._lock = threading.Lock()
 

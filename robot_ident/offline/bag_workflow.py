@@ -24,8 +24,10 @@ from ..estimation.validation import ValidationReport, rms_report
 from ..io.atomic import atomic_write_text
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
+from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel
+from ..model.transmission import dead_band_rows
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -76,7 +78,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, transmission=cad.transmission,
+                           nominal=RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission))
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
@@ -84,8 +87,9 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         # written aside and renamed into place: an interrupted write leaves nothing behind
         info = write_bag_from_config(staged, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed)
-        true_theta = arm.true_parameters(RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction))
-        names = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction).layout.names
+        ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
+        true_theta = arm.true_parameters(ordered)
+        names = ordered.layout.names
         truth_doc = {"note": "true standard parameters of the simulated arm (robot_ident simulate)",
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
@@ -96,11 +100,18 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
 
 
 # ----------------------------------------------------------------------- identify
-def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
+def read_sync(bag, cfg):
+    """A bag or a table (data/table.py) through the config: synchronised segments."""
+    if Path(bag).suffix.lower() in (".csv", ".npz"):
+        from ..data.table import read_table_from_config
+        return read_table_from_config(bag, cfg)
     from ..data.bag import read_recordings_from_config
+    return read_recordings_from_config(bag, cfg)
 
+
+def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
     with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
+        sync = read_sync(bag, cfg)
     with progress.stage("process"):
         try:
             return process_segments(sync, cfg.joints, settings)
@@ -177,7 +188,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots, force=force)
+        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                            valid_data=valid_data, force=force)
     return IdentifyOutcome(model, result, validation, out, summary, warnings)
 
 
@@ -212,7 +224,6 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     other joints, a URDF of another layout, or a bag whose efforts do not follow the
     result's prediction (another robot) is a one-line error. Writes `output` (default
     DIR/validation.yaml), checked before any work."""
-    from ..data.bag import read_recordings_from_config
     from ..estimation.plausibility import enforce, gain_slopes
     from ..io.config import load_config
     from ..io.staging import OutputError, check_writable_path
@@ -235,17 +246,25 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         raise ConfigError(f"config {config_path} lists joints {', '.join(cfg.joints)}; the result identifies "
                           f"{', '.join(joints)}" + (f" (missing: {', '.join(missing)})" if missing else "")
                           + (f" (not in the result: {', '.join(extra)})" if extra else ""))
-    model = RobotModel(urdf, joints, locked, friction)
+    model = RobotModel(urdf, joints, locked, friction, transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml "
                           "(another robot?)")
+    vsettings = icfg.settings
+    chosen = (d.get("source") or {}).get("filter_cutoff_hz")
+    if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
+        from dataclasses import replace
+        vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
     with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
+        sync = read_sync(bag, cfg)
     from ..estimation.plausibility import check_recordings, check_unidentified_motion
     findings = check_recordings(model, sync.segments, "robust")        # spikes only warn here
     findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
     with progress.stage("process"):
-        parts, _ = process_segments(sync, model.joint_names, icfg.settings)   # columns by name
+        try:
+            parts, _ = process_segments(sync, model.joint_names, vsettings)   # columns by name
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
     data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
@@ -260,8 +279,11 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
                                                                  "or another torque constant / direction"))
         enforce(findings)
         sigma = np.array([raw[j] for j in model.joint_names])
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, data.moving_mask(thr, guard),
-                            noise_std=sigma, moving_threshold=thr)
+        moving = dead_band_rows(model, data, thr, guard)
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
+                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
+    # the samples for the report go next to the validation file (the result folder by default)
+    write_validation_samples(out.parent, model, data, pred, moving)
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
@@ -272,10 +294,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
-    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{ratio_label:>12}{'samples':>9}"]
+    lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{'NRMS':>9}{ratio_label:>12}{'samples':>9}"]
     for k, j in enumerate(report.joint_names):
         ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
-        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{ratio:>12}"
+        nrms = (f"{100 * report.nrms[k]:.2f}%" + ("r" if report.nrms_reference[k] == "effort_range" else " ")
+                if report.nrms is not None else "-")
+        lines.append(f"{j:<16}{report.rms[k]:>12.5g}{100 * report.relative_rms[k]:>9.2f}%{nrms:>9}{ratio:>12}"
                      f"{report.n_samples[k]:>9d}")
+    if report.nrms is not None:
+        lines.append("NRMS: RMS over the URDF effort limit (r: over the measured effort range, no limit in the URDF)")
     return "\n".join(lines)
 

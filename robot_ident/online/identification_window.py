@@ -169,6 +169,29 @@ def holdout_fraction(config_holdout: float, repetitions: int) -> float:
     return 1.0 / repetitions if repetitions and repetitions > 1 else float(config_holdout)
 
 
+def _data_cutoff(model, sync, joints, settings, holdout: float):
+    """Settings with the cutoff cross-validated on the samples the hold-out leaves."""
+    from ..data.holdout import Holdout, Part, holdout_flags
+    from ..data.signals import process
+    from ..errors import SignalError
+    from ..estimation.auto_cutoff import settings_with_data_cutoff
+
+    recs, parts = [], []
+    for seg in sync.segments:
+        seg = seg.reorder(joints)
+        try:
+            parts.append(Part(process(seg, settings.filter), "node"))
+            recs.append(seg)
+        except SignalError:
+            continue
+    if not parts:
+        return settings, None
+    flags = holdout_flags(parts, Holdout(fraction=holdout)) if holdout > 0 else [
+        np.zeros(p.data.n_samples, bool) for p in parts]
+    new, note, _ = settings_with_data_cutoff(model, recs, settings, [~f for f in flags])
+    return new, note
+
+
 def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, output=None,
                      config_path=None, method: str | None = None, repetitions: int = 0,
                      plots: bool = False, source: dict | None = None, force: bool = False) -> StreamOutcome:
@@ -185,17 +208,23 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     )
     from ..io.result_folder import write_result_folder
 
+    from ..estimation.auto_cutoff import strip_auto_cutoff
+
     section = dict(cfg.section("identification"))
     if method:
         section["method"] = method
+    section, auto_cutoff = strip_auto_cutoff(section)
     icfg = identification_config(section)
     holdout = holdout_fraction(icfg.holdout, repetitions)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
     sync = synchronise(states, currents, cfg.joints, options=cfg.sync, effort_field=cfg.effort_field,
                        meta={"source": "robot_ident identification_node"})
-    acts = cfg.actuators.for_joints(cfg.joints)
+    acts = cfg.drive.for_joints(cfg.joints)
     sync = SyncResult([acts.apply(seg) for seg in sync.segments], sync.report)
+    cutoff_note = None
+    if auto_cutoff:      # no cutoff in the config: chosen from the data, as `robot-ident identify` does
+        settings, cutoff_note = _data_cutoff(model, sync, cfg.joints, settings, holdout)
     from ..estimation.conditioning import quality_warnings
     from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
@@ -203,6 +232,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     enforce(checked.findings, force)
     parts, summary = checked.parts, checked.summary
     warnings = list(checked.warnings)
+    if cutoff_note:
+        summary += "\n" + cutoff_note
     ident_data, valid_data = split_holdout(parts, holdout)
     result = identify(model, ident_data, settings)
     if result.quality is not None:
@@ -217,7 +248,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
                                 config=str(config_path)),
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots)
+        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
+                                valid_data=valid_data)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:

@@ -44,7 +44,7 @@ class EffortConverter:
 
     @classmethod
     def from_config(cls, cfg, max_state_age_s: float = 0.05) -> "EffortConverter":
-        return cls(cfg.joints, cfg.actuators, cfg.current_kind, cfg.current_interface,
+        return cls(cfg.joints, cfg.drive, cfg.current_kind, cfg.current_interface,
                    cfg.current_topic == cfg.joint_states_topic, max_state_age_s)
 
     def _pick(self, names: Sequence[str], values: np.ndarray) -> np.ndarray | None:

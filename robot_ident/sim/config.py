@@ -53,12 +53,13 @@ def simulation_config(section: Mapping | None, model: RobotModel, where: str = "
     joints = s.get("joints") or {}
     if not isinstance(joints, Mapping):
         raise ConfigError(f"{where}.joints: expected a mapping of joint names")
+    units = model.layout.actuator_joints      # joints, or the motors of coupled groups
     for j in joints:
-        if j not in model.joint_names:
-            raise ConfigError(f"{where}.joints.{j}: not an identified joint ({', '.join(model.joint_names)})")
+        if j not in units:
+            raise ConfigError(f"{where}.joints.{j}: not an identified joint or motor ({', '.join(units)})")
     n = model.n
     vals = {k: np.zeros(n) for k in _JOINT_KEYS}
-    for k, j in enumerate(model.joint_names):
+    for k, j in enumerate(units):
         entry = joints.get(j) or {}
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}.joints.{j}: expected a mapping")

@@ -7,6 +7,13 @@ meshes and contacts play no part), with chosen per-joint armature, Coulomb frict
 added to the *measured* effort (a current-sensor bias). Joints that are not
 identified are removed, which welds their child links at the joint's zero position.
 
+Coupled transmissions (`model.transmission`): each motor of a coupled group is a
+MuJoCo ``fixed`` tendon whose coefficients are its row of the coupling matrix, so its
+armature, damping and frictionloss act on the motor velocity ``M qd`` and reach the
+joints through ``M.T`` -- the motor-side model, simulated by MuJoCo itself. The truth
+arrays then hold motor values at the group's joint positions, and the offset is a
+motor-torque bias (``M.T off`` on the joints).
+
 Control: a 1 kHz loop (by default) of feed-forward from the nominal (CAD) model plus
 a PD on position and velocity, gains set from the nominal mass matrix for a chosen
 closed-loop bandwidth. By default the PD acts on the drive's own state (noise-free)
@@ -29,6 +36,7 @@ import numpy as np
 from ..data.signals import Recording
 from ..errors import ModelError
 from ..model.robot import RobotModel
+from ..model.transmission import Transmission
 
 
 @dataclass(frozen=True)
@@ -112,8 +120,10 @@ class SimulatedArm:
 
     def __init__(self, urdf: str, joint_names: Sequence[str], truth: JointTruth,
                  control_rate_hz: float = 1000.0, substeps: int = 2, bandwidth_hz: float = 8.0,
-                 nominal: RobotModel | None = None):
+                 nominal: RobotModel | None = None, transmission: Transmission | None = None):
         self.joint_names = tuple(joint_names)
+        self.transmission = (Transmission.identity(self.joint_names) if transmission is None
+                             else transmission.for_joints(self.joint_names))
         self.truth = truth
         self.control_rate_hz = float(control_rate_hz)
         self.substeps = int(substeps)
@@ -135,11 +145,24 @@ class SimulatedArm:
             if j.name in removed:
                 spec.delete(j)
         by_name = {j.name: j for j in spec.joints}
+        tr = self.transmission
+        coupled = {j for g in tr.groups for j in g.joints}
         for k, name in enumerate(self.joint_names):
+            if name in coupled:
+                # The motor of this position is a tendon over its group's joints.
+                ten = spec.add_tendon()
+                ten.name = f"motor_{tr.motors[k]}"
+                for i, jn in enumerate(self.joint_names):
+                    if tr.motor_from_joint[k, i] != 0.0:
+                        ten.wrap_joint(jn, float(tr.motor_from_joint[k, i]))
+                ten.armature = float(truth.armature[k])
+                _set_scalar_or_first(ten, "damping", float(truth.viscous[k]))
+                ten.frictionloss = float(truth.coulomb[k])
             j = by_name[name]
-            j.armature = float(truth.armature[k])
-            _set_scalar_or_first(j, "damping", float(truth.viscous[k]))
-            j.frictionloss = float(truth.coulomb[k])
+            own = name not in coupled      # a coupled joint's friction is all on its motors
+            j.armature = float(truth.armature[k]) if own else 0.0
+            _set_scalar_or_first(j, "damping", float(truth.viscous[k]) if own else 0.0)
+            j.frictionloss = float(truth.coulomb[k]) if own else 0.0
         set_simulation_options(spec, self.control_rate_hz, self.substeps)
         self.mj_model = spec.compile()
         self.mj_data = mujoco.MjData(self.mj_model)
@@ -155,7 +178,7 @@ class SimulatedArm:
         theta = np.zeros(model.layout.size)
         theta[: model.layout.n_inertial] = self.truth_model.nominal[: self.truth_model.layout.n_inertial]
         values = self.truth.values()
-        for k, j in enumerate(self.joint_names):
+        for k, j in enumerate(self.transmission.motors):
             for s in model.layout.actuator_symbols:
                 theta[model.layout.index(f"{j}.{s}")] = values[s][k]
         return theta
@@ -164,7 +187,8 @@ class SimulatedArm:
         import pinocchio as pin
         nm = self.nominal
         M = pin.crba(nm.model, nm.data, nm.to_pinocchio_q(q0))
-        diag = np.array([M[i, i] for i in nm._idx_v]) + self.truth.armature
+        T = self.transmission.motor_from_joint
+        diag = np.array([M[i, i] for i in nm._idx_v]) + np.diag(T.T @ np.diag(self.truth.armature) @ T)
         wn = 2 * np.pi * self.bandwidth_hz
         return diag * wn ** 2, 2.0 * diag * wn
 
@@ -214,7 +238,7 @@ class SimulatedArm:
             std = np.broadcast_to(np.asarray(noise.effort_abs_std, float), (n,)).copy()
         else:
             std = noise.effort_rel_std * np.sqrt(np.mean(tau ** 2, axis=0))
-        effort_meas = tau + self.truth.offset + rng.normal(size=(N, n)) * std
+        effort_meas = tau + self.transmission.joint_efforts(self.truth.offset) + rng.normal(size=(N, n)) * std
         rec = Recording(t, self.joint_names, q_true + nq_noise, effort_meas, qd=qd_true + nqd_noise,
                         meta={"source": "robot_ident.sim.SimulatedArm", "effort_noise_std": std.tolist()})
         if progress is not None:

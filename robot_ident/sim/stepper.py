@@ -312,7 +312,8 @@ def build_stepping_arm(urdf, config_path, q0=None, control_rate_hz: float = 1000
             sim.payload_mass, np.array(sim.payload_com), np.eye(3) * 1e-4 * sim.payload_mass)).toDynamicParameters()
     truth_urdf, _ = write_parameters(cad, theta)
     arm = SimulatedArm(truth_urdf, cad.joint_names, sim.truth, control_rate_hz=control_rate_hz,
-                       nominal=RobotModel(cad.urdf_xml, cad.joint_names))
+                       nominal=RobotModel(cad.urdf_xml, cad.joint_names, transmission=cad.transmission),
+                       transmission=cad.transmission)
     if q0 is None:
         lo, hi = cad.limits.lower, cad.limits.upper
         q0 = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)

@@ -1,8 +1,11 @@
-"""`robot-ident identify`: a rosbag2 recording in, a result folder out."""
+"""`robot-ident identify`: rosbag2 recordings and/or tables in, a result folder out."""
 from __future__ import annotations
 
 from ...estimation import ESTIMATORS
-from ...offline.bag_workflow import format_validation, identify_bag
+from ...data.holdout import Holdout
+from ...errors import ConfigError
+from ...offline.bag_workflow import format_validation
+from ...offline.inputs import identify_inputs
 from ...util.progress import Progress
 
 
@@ -12,14 +15,29 @@ def add_parser(sub):
                                    "them, converts currents to efforts, identifies, validates on the held-out "
                                    "tail and writes DIR/result.yaml, DIR/identified.urdf (physically consistent "
                                    "methods) and plots.")
-    p.add_argument("--bag", required=True, help="rosbag2 folder (sqlite3 or mcap)")
+    p.add_argument("--bag", action="append", default=[],
+                   help="rosbag2 folder (sqlite3 or mcap); repeat for several recordings (each its own segments)")
+    p.add_argument("--table", action="append", default=[],
+                   help="CSV or NPZ table (layout: README 'Tables and arrays'); repeatable")
+    p.add_argument("--validate-bag", action="append", default=[], metavar="PATH",
+                   help="a whole recording (bag or table) kept for validation only; repeatable")
     p.add_argument("--urdf", required=True, help="robot URDF (CAD values are the prior and the fallback)")
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML")
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", choices=sorted(ESTIMATORS), default=None,
                    help="estimator (default: identification.method of the config, else wls)")
     p.add_argument("--holdout", type=float, default=None,
-                   help="fraction of the recording's end kept for validation (default: config, else 0.2)")
+                   help="fraction of the recording's end kept for validation (default: config, else 0.2; "
+                        "0 with --validate-bag)")
+    p.add_argument("--holdout-window", default=None, metavar="T0:T1",
+                   help="hold out the samples T0..T1 s from the start of each recording")
+    p.add_argument("--holdout-every", type=int, default=None, metavar="K",
+                   help="hold out every K-th segment (or block, see --holdout-block)")
+    p.add_argument("--holdout-block", type=float, default=None, metavar="S",
+                   help="with --holdout-every: cut segments into blocks of S seconds")
+    p.add_argument("--cutoff", default=None, metavar="HZ|auto",
+                   help="low-pass cutoff; default: identification.filter.cutoff_hz of the config, else "
+                        "chosen from the data (cross-validated) and reported")
     p.add_argument("--force", action="store_true",
                    help="identify even when the plausibility checks refuse the input, and replace an output "
                         "folder that is not a robot_ident result")
@@ -28,11 +46,48 @@ def add_parser(sub):
     p.set_defaults(func=run)
 
 
+def _holdout(args) -> Holdout | None:
+    chosen = [x is not None for x in (args.holdout, args.holdout_window, args.holdout_every)]
+    if sum(chosen) > 1:
+        raise ConfigError("choose one of --holdout, --holdout-window and --holdout-every")
+    if args.holdout_block is not None and args.holdout_every is None:
+        raise ConfigError("--holdout-block needs --holdout-every")
+    if args.holdout_window is not None:
+        try:
+            t0, t1 = (float(v) for v in args.holdout_window.split(":"))
+        except ValueError:
+            raise ConfigError(f"--holdout-window must be T0:T1 in seconds, got {args.holdout_window!r}") from None
+        return Holdout(window=(t0, t1))
+    if args.holdout_every is not None:
+        return Holdout(every=args.holdout_every, block_s=args.holdout_block)
+    if args.holdout is not None:
+        return Holdout(fraction=args.holdout)
+    return None
+
+
+def _cutoff(value) -> float | None:
+    if value is None or value == "auto":
+        return None
+    try:
+        c = float(value)
+    except ValueError:
+        raise ConfigError(f"--cutoff must be a frequency in Hz or 'auto', got {value!r}") from None
+    if not c > 0:
+        raise ConfigError(f"--cutoff must be positive, got {value!r}")
+    return c
+
+
 def run(args) -> int:
-    o = identify_bag(args.bag, args.urdf, args.config, args.output, args.method, args.holdout,
-                     Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force)
+    if not args.bag and not args.table:
+        raise ConfigError("give at least one recording: --bag PATH or --table PATH")
+    cutoff = _cutoff(args.cutoff)
+    o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
+                        validate_inputs=args.validate_bag, method=args.method, holdout=_holdout(args),
+                        cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
+                        progress=Progress(quiet=args.quiet), plots=not args.no_plots,
+                        force=args.force)
     r = o.result
-    print(o.sync_summary)
+    print(o.summary)
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "
           f"condition number {r.condition_number:.1f}")
     if r.quality is not None and not r.quality["good"]:
@@ -43,7 +98,7 @@ def run(args) -> int:
     if o.validation is not None:
         in_sample = [r.extra["raw_residual_rms"][j] for j in r.joint_names]
         o.validation.noise_ratio = o.validation.rms / in_sample
-        print("validation on the held-out end of the recording (ratio: held-out RMS over in-sample RMS,\n"
+        print("validation on the held-out data (ratio: held-out RMS over in-sample RMS,\n"
               "both against the raw measured effort; about 1 when the model holds on new data):")
         print(format_validation(o.validation, ratio_label="ratio"))
     files = sorted(p.name for p in o.output.iterdir() if not p.name.startswith("."))

@@ -6,13 +6,20 @@ from ...report.html import write_html_report
 
 def add_parser(sub):
     p = sub.add_parser("report", help="write DIR/report.html from a result folder",
-                       description="Summary, validation tables, plots and base parameters of a result folder "
-                                   "(robot-ident identify or demo) as one HTML page.")
+                       description="One self-contained HTML page of a result folder (robot-ident identify or "
+                                   "demo) or of a validation-only folder (robot-ident validate): warnings, "
+                                   "validation error against the noise, friction fit per joint, how well each "
+                                   "base parameter is determined, bodies against CAD, joint-space coverage.")
     p.add_argument("--result", required=True, help="result folder")
+    p.add_argument("--compare", default=None, metavar="OTHER",
+                   help="another result folder shown side by side (e.g. before and after a tool change)")
+    p.add_argument("--trajectory", default=None,
+                   help="the designed trajectory file (robot-ident design) whose limit and collision margins "
+                        "to show")
     p.add_argument("--output", default=None, help="HTML file to write (default: DIR/report.html)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    print(f"wrote {write_html_report(args.result, args.output)}")
+    print(f"wrote {write_html_report(args.result, args.compare, args.trajectory, args.output)}")
     return 0

@@ -1,0 +1,124 @@
+"""Which processed samples identify and which validate.
+
+Several recordings (bags or tables) each give their own segments (a segment never
+crosses a gap or a recording boundary, and is filtered on its own). `Part` is one
+processed segment with the recording it came from and its start time within that
+recording. `Holdout` says what is held out of the identification:
+
+* ``fraction`` (default 0.2): the last fraction of all samples, in input order
+  -- the old behaviour; weak when the recording ends at rest;
+* ``window=(t0, t1)``: samples whose time from the start of their recording lies in
+  [t0, t1] s, in every recording;
+* ``every=k``: every k-th block (the k-th, 2k-th, ...), where a block is a segment,
+  or, with ``block_s``, a piece of ``block_s`` seconds of a segment -- validation
+  spread over the whole recording;
+* whole recordings, by giving them as validation inputs (``--validate-bag``);
+  then nothing else is held out unless asked.
+
+Only one of fraction, window and every applies at a time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, SignalError
+from .signals import ProcessedData
+
+
+@dataclass
+class Part:
+    data: ProcessedData     # t: seconds from the start of its recording
+    source: str             # the recording's path (or label)
+
+
+@dataclass(frozen=True)
+class Holdout:
+    fraction: float = 0.0
+    window: tuple[float, float] | None = None
+    every: int = 0
+    block_s: float | None = None
+
+    def __post_init__(self):
+        modes = [self.fraction > 0, self.window is not None, self.every > 0]
+        if sum(modes) > 1:
+            raise ConfigError("hold-out: choose one of a fraction, a time window or every k-th segment")
+        if not (0.0 <= self.fraction < 0.9) or not math.isfinite(self.fraction):
+            raise ConfigError(f"hold-out fraction must be in [0, 0.9), got {self.fraction}")
+        if self.window is not None:
+            t0, t1 = (float(v) for v in self.window)
+            if not (math.isfinite(t0) and math.isfinite(t1) and 0 <= t0 < t1):
+                raise ConfigError(f"hold-out window must be T0:T1 seconds with 0 <= T0 < T1, got {self.window}")
+        if self.every < 0 or self.every == 1:
+            raise ConfigError(f"hold-out every k-th segment needs k >= 2, got {self.every}")
+        if self.block_s is not None and not (self.block_s > 0 and math.isfinite(self.block_s)):
+            raise ConfigError(f"hold-out block length must be positive seconds, got {self.block_s}")
+
+    def describe(self) -> str:
+        if self.window is not None:
+            return f"samples {self.window[0]:g}-{self.window[1]:g} s from the start of each recording"
+        if self.every:
+            unit = f"{self.block_s:g} s block" if self.block_s else "segment"
+            return f"every {self.every}th {unit}"
+        if self.fraction > 0:
+            return f"the last {100 * self.fraction:g} % of the samples"
+        return "nothing"
+
+
+def _blocks(part: Part, block_s: float | None) -> list[np.ndarray]:
+    n = part.data.n_samples
+    if not block_s:
+        return [np.arange(n)]
+    t = part.data.t
+    k = np.floor((t - t[0]) / block_s).astype(int)
+    return [np.flatnonzero(k == i) for i in np.unique(k)]
+
+
+def holdout_flags(parts: Sequence[Part], holdout: Holdout) -> list[np.ndarray]:
+    """Per part, a boolean array: True for the samples held out for validation. The flags
+    depend only on the sample times, so they apply to the same recordings processed with
+    another filter cutoff (the decimated grid does not depend on the cutoff)."""
+    if not parts:
+        raise SignalError("no processed segment to identify from")
+    flags = [np.zeros(p.data.n_samples, bool) for p in parts]
+    if holdout.window is not None:
+        t0, t1 = holdout.window
+        for p, f in zip(parts, flags):
+            f[:] = (p.data.t >= t0) & (p.data.t <= t1)
+    elif holdout.every:
+        count = 0
+        for p, f in zip(parts, flags):
+            for idx in _blocks(p, holdout.block_s):
+                if idx.size < 3:            # a sliver at a segment's end: identify from it
+                    continue
+                count += 1
+                f[idx] = count % holdout.every == 0
+    elif holdout.fraction > 0:
+        total = sum(p.data.n_samples for p in parts)
+        cut = int(round((1.0 - holdout.fraction) * total))
+        start = 0
+        for p, f in zip(parts, flags):
+            f[:] = np.arange(start, start + p.data.n_samples) >= cut
+            start += p.data.n_samples
+    if all(f.all() for f in flags):
+        raise SignalError(f"hold-out ({holdout.describe()}) leaves no sample to identify from")
+    return flags
+
+
+def split_by_flags(parts: Sequence[Part], flags: Sequence[np.ndarray]) -> tuple[list[ProcessedData], list[ProcessedData]]:
+    """(identification pieces, validation pieces) of the parts."""
+    ident, valid = [], []
+    for p, f in zip(parts, flags):
+        if (~f).any():
+            ident.append(p.data.subset(np.flatnonzero(~f)))
+        if f.any():
+            valid.append(p.data.subset(np.flatnonzero(f)))
+    return ident, valid
+
+
+def split_parts(parts: Sequence[Part], holdout: Holdout) -> tuple[list[ProcessedData], list[ProcessedData]]:
+    """(identification pieces, validation pieces) of the processed parts."""
+    return split_by_flags(parts, holdout_flags(parts, holdout))
