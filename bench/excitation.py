@@ -11,6 +11,13 @@ acceleration limits from the config below, margins 0.05 rad / 5 %):
   (b') first 3 joints, rigid-body parameters only (source B's setting; it reports
        cond 9.47 after 100 QGA generations for its own arm and parameter set)
 
+With collision constraints (issue 11; ``--problems ur5,panda-col``): the UR5 (meshes,
+acceleration limits 5/5/6/8/8/8 rad/s^2) and the Panda (7 joints), SLSQP, Fourier
+family, floor at the base plane, margin 3 cm, designed without and with the collision
+constraints; reported: cond, wall and CPU time (on a shared machine the CPU time is
+the one-core figure), and the closest pair / distance / time of the dense (1 ms)
+collision check of each result.
+
 Each optimiser gets the same wall-time budget per problem (or, with --evals, the same
 evaluation budget, a gradient counting as 3n + 1 evaluations). Reported per run:
 evaluations used, wall time, cond and log-det of the base regressor on 1000 uniform
@@ -89,7 +96,11 @@ def main(argv=None) -> int:
     ap.add_argument("--evals", type=int, default=None, help="equal evaluation budget instead of wall time")
     ap.add_argument("--seeds", type=int, default=1, help="seeds per optimiser (median reported)")
     ap.add_argument("--optimizers", default=",".join(OPTIMIZERS))
-    ap.add_argument("--problems", default="a,b,b'")
+    ap.add_argument("--problems", default="a,b,b'", help="a, b, b', ur5, panda-col (comma separated)")
+    ap.add_argument("--time-ur5", type=float, default=120.0, help="wall budget, UR5 with collisions [s]")
+    ap.add_argument("--time-panda", type=float, default=60.0, help="wall budget, Panda with collisions [s]")
+    ap.add_argument("--collision-only", action="store_true",
+                    help="ur5 / panda-col: skip the design without collision constraints")
     args = ap.parse_args(argv)
 
     urdf = panda_urdf()
@@ -108,6 +119,9 @@ def main(argv=None) -> int:
     print(f"budget: {'%d evaluations' % args.evals if args.evals else 'equal wall time'}, "
           f"seeds: {args.seeds}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
     for key in args.problems.split(","):
+        if key in ("ur5", "panda-col"):
+            collision_problem(key, cfg, args)
+            continue
         title, joints, friction, t_budget = problems[key]
         model = RobotModel(urdf, joints, friction=friction)
         base = BaseParameters.from_model(model)
@@ -136,6 +150,41 @@ def main(argv=None) -> int:
             print(f"{name:<10} {evals:>8d} {wall:>7.1f} {cond:>8.2f} {logdet:>9.2f} {c0:>10.1f}  "
                   f"{'pass' if all(r[5] for r in rows) else 'FAIL':<12}{spread}")
     return 0
+
+
+UR5_ACC = {"shoulder_pan_joint": 5.0, "shoulder_lift_joint": 5.0, "elbow_joint": 6.0, "wrist_1_joint": 8.0,
+           "wrist_2_joint": 8.0, "wrist_3_joint": 8.0}
+
+
+def collision_problem(key, panda_cfg, args):
+    from robot_ident.excitation.collision import CollisionModel, CollisionSpec, check_collisions
+    from robot_ident.excitation.designer import DesignSpec
+
+    purdf = panda_urdf()
+    share = purdf.parents[4]
+    if key == "ur5":
+        urdf = purdf.parents[2] / "ur_description" / "urdf" / "ur5_robot.urdf"
+        model = RobotModel(urdf)
+        limits = LimitSpec.from_model(model, UR5_ACC, panda_cfg.margins)
+        budget, title = args.time_ur5, "UR5 6 joints"
+    else:
+        model = RobotModel(purdf, PANDA)
+        limits = LimitSpec.from_model(model, panda_cfg.acceleration_limits, panda_cfg.margins)
+        budget, title = args.time_panda, "Panda 7 joints"
+    cm = CollisionModel(model, CollisionSpec(package_dirs=(str(share),)))
+    base = BaseParameters.from_model(model)
+    print(f"\n{title}, collisions: {base.size} base parameters, fourier, 5 harmonics, budget {budget:g} s")
+    print(cm.describe())
+    print(f"{'constraints':<12} {'wall s':>7} {'cpu s':>7} {'cond':>8}  dense collision check (1 ms)")
+    for with_col in ((True,) if args.collision_only else (False, True)):
+        spec = DesignSpec(family="fourier", max_time=budget, seed=0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = design_excitation(model, limits, spec, base=base, collision=cm if with_col else None)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rep = check_collisions(res.trajectory, cm, 1e-3)
+        print(f"{'with' if with_col else 'without':<12} {wall:>7.1f} {cpu:>7.1f} {res.cond:>8.2f}  "
+              f"{'pass' if rep.valid else 'FAIL'}: closest {rep.closest_pair} {rep.closest_distance:.4f} m "
+              f"at t={rep.closest_time:.3f} s; limits {'pass' if res.report.valid else 'FAIL'}")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ def workdir(tmp_path_factory, demo_urdf):
     traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
                                                   np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
     save_trajectory(d / "ident.yaml", TrajectoryFile(traj))
+    # seed 5: seed 4's trajectory comes 2.6 cm near the floor, inside the 3 cm collision margin
+    # that `simulate` now enforces
     traj2 = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
-                                                   np.array([6.0, 6, 8, 10, 10, 10]), seed=4)
+                                                   np.array([6.0, 6, 8, 10, 10, 10]), seed=5)
     save_trajectory(d / "valid.yaml", TrajectoryFile(traj2))
     return d
 

@@ -1,7 +1,7 @@
 """The whole loop on the built-in simulated arm, no hardware, no ROS.
 
 1. The demo arm's URDF is the CAD model. The simulated "real" arm differs from it:
-   every link's mass and inertia are scaled by a few percent and its centre of mass
+   every link's mass and inertia are scaled by a few percent (`cad_error`) and its centre of mass
    shifted by a few millimetres, and a 0.8 kg payload sits on the flange. Its joints
    have armature, Coulomb and viscous friction, and its effort sensors an offset.
 2. Excitation: a Fourier series within the joint limits (not optimised here).
@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +57,7 @@ class DemoSetup:
     effort_offset: tuple = (0.4, -0.3, 0.25, 0.04, -0.03, 0.02)
     payload_mass: float = 0.8
     payload_com: tuple = (0.0, 0.11, 0.02)   # in the last joint's frame
+    cad_error: float = 0.08                  # the true masses and inertias: CAD x (1 +- cad_error)
     # Another robot instead of the demo arm (the per-joint tuples above must match it).
     urdf: str | None = None
     joints: tuple | None = None
@@ -108,7 +109,7 @@ def true_arm_parameters(cad: RobotModel, setup: DemoSetup) -> np.ndarray:
     last = cad.layout.body_joints[-1]
     for body in cad.layout.body_joints:
         I = cad.body_inertia(theta, body)
-        scale = 1.0 + rng.uniform(-0.08, 0.08)
+        scale = 1.0 + rng.uniform(-setup.cad_error, setup.cad_error)
         shifted = pin.Inertia(I.mass * scale, I.lever + rng.uniform(-0.005, 0.005, 3), I.inertia * scale)
         if body == last:
             payload = pin.Inertia(setup.payload_mass, np.array(setup.payload_com),
@@ -116,6 +117,18 @@ def true_arm_parameters(cad: RobotModel, setup: DemoSetup) -> np.ndarray:
             shifted = shifted + payload
         theta[cad.layout.inertial_slice(body)] = shifted.toDynamicParameters()
     return theta
+
+
+def declare_payload(settings: IdentificationSettings, cad: RobotModel, payload_mass: float) -> IdentificationSettings:
+    """The demo knows its flange payload: widen the last body's mass bounds for the physical
+    estimate (what a user does in `identification.physical.bodies`) unless already set."""
+    last = cad.layout.body_joints[-1]
+    if payload_mass <= 0 or last in settings.physical.bodies:
+        return settings
+    m = float(cad.nominal[cad.layout.inertial_slice(last)][0])
+    lo, hi = settings.physical.mass_ratio
+    bodies = {**settings.physical.bodies, last: {"mass": (lo * m, hi * m + 2.0 * payload_mass)}}
+    return replace(settings, physical=replace(settings.physical, bodies=bodies))
 
 
 def simulate_experiment(setup: DemoSetup, progress: Progress) -> Experiment:
@@ -165,6 +178,7 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
     with progress.stage("base parameters"):
         base = base_parameters(cad, settings)
         true_base = base.project(exp.true_theta)
+    settings = declare_payload(settings, cad, setup.payload_mass)
     with progress.stage("identify"):
         result = identify(cad, ident_data, settings, base)
     with progress.stage("validate"):

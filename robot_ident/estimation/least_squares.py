@@ -7,6 +7,11 @@ and solved again; C = s^2 (W^T S^-2 W)^-1 with s^2 the weighted residual varianc
 (close to 1 when the noise model is right). Relative standard deviations are
 100 * std / |x| percent (source D).
 
+The reported covariance is the autocorrelation-consistent (HAC) sandwich of
+estimation/uncertainty.py, not sigma^2 (W^T W)^-1: filtered efforts and smooth model
+error make neighbouring residuals correlated, and the white-noise formula would then
+be several times too optimistic. For white residuals the two agree.
+
 Solves use a QR of the column-scaled matrix and an SVD of its small R factor, so the
 covariance is computed without forming W^T W, and a rank-deficient matrix is refused with the names of the
 parameters the data cannot separate.
@@ -18,6 +23,7 @@ import numpy as np
 from ..errors import IdentificationError
 from .problem import IdentificationProblem
 from .result import IdentificationResult
+from .uncertainty import hac_covariance
 
 # Smallest singular value of the column-scaled matrix, relative to the largest, that
 # still counts as identifiable. Below it the data do not determine the parameters.
@@ -79,10 +85,11 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
     W, y = problem.W, problem.y
     M, p = W.shape
     x, inv, r, cond = _solve(W, y, problem.param_names)
-    sigma2 = float(r @ r) / max(M - p, 1)
-    cov = sigma2 * inv
+    cov, info = hac_covariance(W, r, inv, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
     rms, sig = _per_joint(problem, r)
-    return _result("ols", problem, x, cov, cond, rms, sig)
+    res = _result("ols", problem, x, cov, cond, rms, sig)
+    res.extra.update(info)
+    return res
 
 
 def wls(problem: IdentificationProblem) -> IdentificationResult:
@@ -96,13 +103,16 @@ def wls(problem: IdentificationProblem) -> IdentificationResult:
         raise IdentificationError(f"joint {j!r} has zero residual after OLS: its efforts are fitted "
                                   "exactly, so no noise level can be estimated for weighting")
     w = 1.0 / sigma_j[problem.joint_of_row]
-    x, inv_w, rw, _ = _solve(W * w[:, None], y * w, problem.param_names)
+    Ww = W * w[:, None]
+    x, inv_w, rw, _ = _solve(Ww, y * w, problem.param_names)
     s2 = float(rw @ rw) / max(M - p, 1)
-    cov = s2 * inv_w
+    cov, info = hac_covariance(Ww, rw, inv_w, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    del Ww
     r = y - W @ x
     rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals
     res = _result("wls", problem, x, cov, cond, rms, sigma_final)
     res.extra["weighted_residual_variance"] = s2
+    res.extra.update(info)
     return res
 
 

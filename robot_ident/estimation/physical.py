@@ -1,47 +1,52 @@
-"""Physically consistent estimation.
+"""Physically consistent, plausible estimation: the data where they speak, CAD elsewhere.
 
-A body is physically consistent iff its 4x4 pseudo-inertia
+Two levels in one convex problem.
 
-    J = [[Sigma, h], [h^T, m]],  Sigma = 0.5 tr(I) 1 - I,  h = m c   (I about the frame origin)
+1. WLS gives the base parameters beta_hat and their autocorrelation-consistent
+   covariance C (least_squares.py, uncertainty.py): everything the data say.
+2. The standard parameters theta (10 per body + actuator terms) minimise
 
-is positive definite (positive mass, and an inertia about the centre of mass that is
-positive definite and satisfies the triangle inequalities). J is linear in the
-standard parameters, so with a least-squares cost the problem is convex:
+       1/2 (P theta - beta_hat)^T C^-1 (P theta - beta_hat)              (the data)
+     + lambda sum_b D(J_b(theta), J_b_cad)                                (the CAD)
 
-    min || S^-1 (W theta - y) ||^2 + prior_weight * || (theta - theta_cad) / scale ||^2
-    s.t. J_b(theta) > 0 for every body b, armature, Coulomb and viscous >= 0
+   subject to every body's pseudo-inertia J_b > 0 (physical consistency) and the
+   plausibility bounds of body_bounds.py (mass range, total mass, centre of mass and
+   mass distribution inside the body's region), armature, Coulomb and viscous >= 0.
 
-with S the per-joint noise levels of a WLS pass. The data are first compressed by a
-QR decomposition of the weighted standard regressor (n_std rows instead of M). The
-tiny prior term only decides the directions the data cannot see at all (the
-regrouped parameters), pulling them toward the URDF's CAD values; a larger weight
-would also bias directions that are weakly but genuinely excited (closed chains).
+P maps standard to base parameters. D is the entropic (log-det Bregman) divergence
+D(J, J0) = tr(J0^-1 J) - log det(J0^-1 J) - 4 (Lee & Park 2018): coordinate-free,
+convex, infinite at the boundary of physical consistency, and for a body scaled by
+(1 + s) it is about 2 s^2; lambda = 1 / (4 sigma^2) with sigma = prior_relative_std
+(default 0.25) makes a 25 % deviation from CAD cost as much as one standard deviation
+of the data. So directions the data determine (their C is small) follow the data, and
+the WLS fit is kept (validation RMS within a fraction of a percent); directions the
+data cannot see -- the regrouped parameters, and combinations the excitation barely
+moves -- stay at the CAD values instead of drifting to whatever fits the noise (the
+722 kg links of issue 12). Actuator terms have only a vanishing pull toward their
+nominal values (URDF friction, configured armature), as before.
 
-Solver: a log-barrier interior-point method (Newton on t f - sum log det J_b, see
-`_barrier_solve`). Newton is affine-invariant, so the regressor's conditioning does
-not slow it, and it reaches optima on the boundary of physical consistency (flat or
-line-like mass distributions of poorly excited bodies). A trust-region polish in the
-log-Cholesky parameterisation (Rucker & Wensing, 2022: J = U U^T with U upper
-triangular, exponential diagonal, so every real vector is a physical body), solved
-with scipy.optimize.least_squares, follows and is kept only if it lowers the cost; the
-same map gives the Jacobian used for the standard deviations. The map is written here,
-with its Jacobian, because Pinocchio only has it from 3.3 on
-(``pin.LogCholeskyParameters``); the tests check it against Pinocchio's where present.
+A body whose CAD mass is below 1 g (unknown) is pulled, 100 x more weakly, toward a
+uniform ball of 5 cm radius and the middle of its absolute mass range instead. The interior-point solver is in
+lmi_barrier.py; the standard deviations are the base projection of the inverse
+Hessian of the cost at the solution (data information with C, plus the prior), and
+each body reports how much of its mass the data determine (`mass_data_share`:
+1 - posterior / prior variance) and which bounds are active (`bounds_active`).
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize
 
 from ..errors import IdentificationError
+from . import lmi_barrier
+from .body_bounds import TINY_MASS, PhysicalBounds, _cad_total, body_regions, check_bodies, mass_range
 from .least_squares import _per_joint, wls
 from .problem import IdentificationProblem
 from .result import IdentificationResult
 
-MIN_THICKNESS = 1e-4   # m
-FTOL = 1e-4
-EIG_FLOOR = 1e-10  # smallest pseudo-inertia eigenvalue relative to the largest
-MAX_EXTENT = 10.0      # m
+ACTUATOR_PRIOR_WEIGHT = 1e-6   # the actuator terms' pull toward nominal (negligible on purpose)
+ACTIVE_SLACK = 1e-3            # relative slack below which a bound counts as active
+UNKNOWN_CAD_WEIGHT = 0.01     # prior weight of a body without CAD mass (prior std x 10)
+BOUNDARY_EIG = 1e-6            # smallest / largest pseudo-inertia eigenvalue: on the PSD boundary
 
 # Parameter order inside eta (kept in one place).
 _A, _D1, _D2, _D3, _S12, _S23, _S13, _T1, _T2, _T3 = range(10)
@@ -140,224 +145,203 @@ def _pseudo_basis() -> np.ndarray:
 
 def _barrier_solve(H: np.ndarray, c: np.ndarray, nb: int, nonneg: np.ndarray, theta0: np.ndarray,
                    scale: np.ndarray, gap: float = 1e-4, max_newton: int = 400) -> tuple[np.ndarray, int]:
-    """min 1/2 theta^T H theta - c^T theta  s.t. every body's pseudo-inertia J_b(theta) > 0
-    and theta[nonneg] > 0, by a log-barrier interior-point method (Boyd & Vandenberghe,
-    ch. 11): Newton steps on t f(theta) - sum_b log det J_b - sum log theta_nn, t raised
-    10x until the duality-gap bound (4 nb + #nonneg) / t is below `gap`.
-
-    The cost is convex and each constraint a 4x4 linear matrix inequality, so this finds
-    the constrained optimum even when bodies end on the boundary of physical consistency
-    (poorly excited links), and Newton's affine invariance makes it indifferent to the
-    conditioning of the regressor. Variables are theta / scale; theta0 (scaled likewise)
-    must be strictly feasible."""
+    """min 1/2 theta^T H theta - c^T theta s.t. every body physical and theta[nonneg] > 0, in
+    units of `scale` (theta0 likewise); kept for callers of the former solver."""
     E0 = _pseudo_basis()
-    Eb = [E0 * scale[10 * k:10 * k + 10, None, None] for k in range(nb)]   # J is linear in theta
-    idx_nn = np.flatnonzero(nonneg)
-    m = 4 * nb + idx_nn.size
-
-    def barrier(theta, need_derivatives):
-        val = 0.0
-        g = np.zeros_like(theta)
-        Hb = np.zeros((theta.size, theta.size))
-        for k in range(nb):
-            sl = slice(10 * k, 10 * k + 10)
-            E = Eb[k]
-            J = np.tensordot(theta[sl], E, axes=1)
-            try:
-                C = np.linalg.cholesky(J)
-            except np.linalg.LinAlgError:
-                return np.inf, None, None
-            val -= 2.0 * np.sum(np.log(np.diag(C)))
-            if need_derivatives:
-                Ji = np.linalg.inv(J)
-                X = np.einsum("ij,kjl->kil", Ji, E)          # J^-1 E_k
-                g[sl] = -np.einsum("kii->k", X)
-                Hb[sl, sl] = np.einsum("kij,lji->kl", X, X)
-        v = theta[idx_nn]
-        if (v <= 0).any():
-            return np.inf, None, None
-        val -= np.sum(np.log(v))
-        if need_derivatives:
-            g[idx_nn] -= 1.0 / v
-            Hb[idx_nn, idx_nn] += 1.0 / v ** 2
-        return val, g, Hb
-
-    f = lambda th: 0.5 * th @ H @ th - c @ th  # noqa: E731
-    theta = theta0.copy()
-    if not np.isfinite(barrier(theta, False)[0]):
-        raise IdentificationError("interior-point start is not strictly physical")
-    # Initial t: balance the cost's and the barrier's gradients.
-    _, gb, _ = barrier(theta, True)
-    gf = H @ theta - c
-    t = max(np.linalg.norm(gb) / max(np.linalg.norm(gf), 1e-300), m / max(abs(f(theta)), 1.0))
-    steps = 0
-    while True:
-        for _ in range(50):
-            bv, gb, Hb = barrier(theta, True)
-            grad = t * (H @ theta - c) + gb
-            Hess = t * H + Hb
-            try:
-                dx = -np.linalg.solve(Hess, grad)
-            except np.linalg.LinAlgError:
-                dx = -np.linalg.lstsq(Hess, grad, rcond=None)[0]
-            decrement = float(-grad @ dx)
-            steps += 1
-            if decrement / 2.0 <= 1e-9 or steps >= max_newton:
-                break
-            phi0 = t * f(theta) + bv
-            s = 1.0
-            while s > 1e-12:
-                cand = theta + s * dx
-                bc = barrier(cand, False)[0]
-                if np.isfinite(bc) and t * f(cand) + bc <= phi0 - 0.25 * s * decrement:
-                    break
-                s *= 0.5
-            theta = theta + s * dx
-        if m / t < gap or steps >= max_newton:
-            return theta, steps
-        t *= 10.0
+    blocks = [lmi_barrier.LMIBlock(np.arange(10 * k, 10 * k + 10), E0 * scale[10 * k:10 * k + 10, None, None],
+                                   np.zeros((4, 4))) for k in range(nb)]
+    idx = np.flatnonzero(nonneg)
+    G = np.eye(H.shape[0])[idx] if idx.size else None
+    prob = lmi_barrier.BarrierProblem(H, c, blocks, G, np.zeros(idx.size) if idx.size else None)
+    sol = lmi_barrier.solve(prob, theta0, gap=gap, max_newton=max_newton)
+    return sol.x, sol.newton_steps
 
 
-def _failure_reason(prior: np.ndarray, layout, exc: BaseException) -> str:
-    """One line for a failed interior-point solve, naming the CAD bodies that are not
-    physical (the usual cause: a zero or negative mass, a missing <inertial>)."""
-    bad = []
-    for b, joint in enumerate(layout.body_joints):
-        ph = prior[10 * b:10 * b + 10]
-        ev = np.linalg.eigvalsh(np.tensordot(ph, _pseudo_basis(), axes=1))
-        if not (ph[0] > 0 and ev.min() > 0):
-            bad.append(f"{joint!r} (" + (f"mass {ph[0]:.4g} kg" if not ph[0] > 0 else "impossible inertia") + ")")
-    if bad:
-        return (f"physically consistent estimation failed: the CAD inertia of the body moved by joint "
-                f"{', '.join(bad)} is not physical (a missing <inertial>, a zero or negative mass in the URDF); "
-                "fix it, or use --method wls (base parameters only)")
-    return (f"physically consistent estimation failed ({type(exc).__name__}: {exc}); use --method wls "
-            "(base parameters only)")
+def _reference_bodies(prior: np.ndarray, layout, bounds: PhysicalBounds) -> np.ndarray:
+    """The CAD bodies moved strictly inside physical consistency; a body of (almost) no
+    CAD mass becomes a uniform ball of the middle of its absolute mass range."""
+    ref = prior.copy()
+    for b in layout.body_joints:
+        sl = layout.inertial_slice(b)
+        if prior[sl][0] < TINY_MASS:
+            lo, hi = mass_range(bounds, b, prior[sl][0], _cad_total(prior, layout))
+            m, r = 0.5 * (lo + hi), 0.05
+            ref[sl] = dynamic_from_pseudo(np.diag([m * r * r / 5] * 3 + [m]))
+        else:
+            ref[sl] = dynamic_from_log_cholesky(log_cholesky_from_dynamic(prior[sl], 1e-3))[0]
+    return ref
 
 
-def physically_consistent(problem: IdentificationProblem, prior_weight: float = 1e-6,
-                          max_nfev: int = 1000) -> IdentificationResult:
-    """Standard parameters with every body physically consistent; see the module doc."""
+def _fallback_regions(layout, ref, bounds):
+    """Without the robot model (a hand-built problem): spheres of com_radius, else 1.2 x
+    the CAD centre-of-mass distance + 0.3 m."""
+    from .body_bounds import BodyRegion
+    out = {}
+    for b in layout.body_joints:
+        th = ref[layout.inertial_slice(b)]
+        r = bounds.bodies.get(b, {}).get("com_radius") or bounds.com_radius or \
+            1.2 * np.linalg.norm(th[1:4] / th[0]) + 0.3
+        out[b] = BodyRegion("sphere", np.zeros(3), np.full(3, r), "config" if bounds.com_radius else "default")
+    return out
+
+
+def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds | None = None,
+                          model=None) -> IdentificationResult:
+    """Standard parameters with every body physically consistent and plausible; see the module doc."""
     if problem.W_standard is None or problem.layout is None or problem.prior is None:
         raise IdentificationError("physically consistent estimation needs the standard regressor and the "
                                   "CAD prior (build the problem with build_problem)")
+    bounds = bounds or PhysicalBounds()
+    model = model if model is not None else getattr(problem, "model", None)
     layout = problem.layout
+    check_bodies(bounds, layout.body_joints)
     nb = len(layout.body_joints)
     n_std = layout.size
-    first = wls(problem)                       # noise levels per joint, and the reference fit
-    sigma = first.joint_sigma
-    w = 1.0 / sigma[problem.joint_of_row]
-    Q, R = np.linalg.qr(problem.W_standard * w[:, None], mode="reduced")
-    z = Q.T @ (problem.y * w)
-    rest_ss = float(np.sum((problem.y * w) ** 2) - z @ z)
+    first = wls(problem)                    # level 1: the data's base parameters and covariance
+    P = problem.base.projection
+    # C^-1/2 by an eigen-decomposition (directions of vanishing variance clipped, not inverted)
+    ev, V = np.linalg.eigh(0.5 * (first.covariance + first.covariance.T))
+    if not ev[-1] > 0:
+        raise IdentificationError("the WLS covariance is zero: the data do not determine the base parameters")
+    Ci_half = (V / np.sqrt(np.maximum(ev, 1e-14 * ev[-1]))).T            # C^-1/2 (rows)
+    A = Ci_half @ P
+    H = A.T @ A
+    c = A.T @ (Ci_half @ first.values)
 
     prior = problem.prior
+    ref = _reference_bodies(prior, layout, bounds)
+    if bounds.com_region == "none":
+        regions, geo_note = {}, None
+    elif model is not None:
+        regions, geo_note = body_regions(model, bounds, ref)
+    else:
+        regions, geo_note = _fallback_regions(layout, ref, bounds), "no robot model: default spheres"
+
     scale = _parameter_scale(prior, nb)
-    sqrt_prior = np.sqrt(prior_weight) / scale
     act = slice(10 * nb, n_std)
     act_names = layout.names[act]
-    lower_act = np.array([0.0 if n.rsplit(".", 1)[1] in ("Ia", "Fc", "Fv") else -np.inf for n in act_names])
+    w_act = ACTUATOR_PRIOR_WEIGHT / scale[act] ** 2
+    H[act, act] += np.diag(w_act)
+    c[act] += w_act * prior[act]
+    lam = 1.0 / (4.0 * bounds.prior_relative_std ** 2)
+    E = _pseudo_basis()
+    blocks, rows, g, labels = [], [], [], []
 
-    def unpack(x):
-        theta = np.empty(n_std)
-        dtheta = np.zeros((n_std, n_std))
-        for b in range(nb):
-            sl = slice(10 * b, 10 * b + 10)
-            theta[sl], dtheta[sl, sl] = dynamic_from_log_cholesky(x[sl])
-        theta[act] = x[act]
-        dtheta[act, act] = np.eye(n_std - 10 * nb)
-        return theta, dtheta
+    def row(vec, const, label):
+        rows.append(vec)
+        g.append(const)
+        labels.append(label)
 
-    def fun(x):
-        theta, _ = unpack(x)
-        return np.concatenate([R @ theta - z, sqrt_prior * (theta - prior)])
+    ranges = {}
+    for k, b in enumerate(layout.body_joints):
+        idx = np.arange(10 * k, 10 * k + 10)
+        Jref_inv = np.linalg.inv(pseudo_inertia(ref[idx]))
+        lam_b = lam * (UNKNOWN_CAD_WEIGHT if prior[idx][0] < TINY_MASS else 1.0)
+        c[idx] -= lam_b * np.einsum("ij,kji->k", Jref_inv, E)        # the linear part of lam_b * D
+        blocks.append(lmi_barrier.LMIBlock(idx, E, np.zeros((4, 4)), lam_b))
+        lo, hi = ranges[b] = mass_range(bounds, b, prior[idx][0], _cad_total(prior, layout))
+        e_m = np.zeros(n_std)
+        e_m[idx[0]] = 1.0
+        row(e_m, -lo, (b, "mass_min", hi - lo))
+        row(-e_m, hi, (b, "mass_max", hi - lo))
+        reg = regions.get(b)
+        if reg is not None:
+            if reg.kind == "box":
+                for a in range(3):
+                    v = np.zeros(n_std)
+                    v[idx[1 + a]], v[idx[0]] = 1.0, -(reg.center[a] - reg.half[a])
+                    row(v.copy(), 0.0, (b, "com_box", None))
+                    v[idx[1 + a]], v[idx[0]] = -1.0, reg.center[a] + reg.half[a]
+                    row(v, 0.0, (b, "com_box", None))
+            Q = reg.ellipsoid_Q()
+            v = np.zeros(n_std)
+            v[idx] = np.einsum("ij,kji->k", Q, E)                     # tr(J Q), linear in theta
+            row(v, 0.0, (b, "com_box_density" if reg.kind == "box" else "com_sphere", None))
+    if bounds.total_mass is not None:
+        e_tot = np.zeros(n_std)
+        e_tot[0:10 * nb:10] = 1.0
+        span = bounds.total_mass[1] - bounds.total_mass[0]
+        row(e_tot, -bounds.total_mass[0], (None, "total_mass_min", span))
+        row(-e_tot, bounds.total_mass[1], (None, "total_mass_max", span))
+    for i, name in enumerate(act_names):
+        if name.rsplit(".", 1)[1] in ("Ia", "Fc", "Fv"):
+            v = np.zeros(n_std)
+            v[10 * nb + i] = 1.0
+            row(v, 0.0, (None, f"{name} >= 0", None))
 
-    def jac(x):
-        _, dtheta = unpack(x)
-        return np.vstack([R @ dtheta, sqrt_prior[:, None] * dtheta])
+    # Strictly feasible start: the reference bodies, each mass moved inside its range.
+    start = ref.copy()
+    for k, b in enumerate(layout.body_joints):
+        sl = slice(10 * k, 10 * k + 10)
+        lo, hi = ranges[b]
+        m = start[sl][0]
+        target = min(max(m, lo + 0.01 * (hi - lo)), hi - 0.01 * (hi - lo))
+        start[sl] *= target / m
+    start[act] = prior[act]
+    for i, (vec, const) in enumerate(zip(rows, g)):
+        if labels[i][0] is None and labels[i][1].endswith(">= 0"):
+            j = int(np.flatnonzero(vec)[0])
+            start[j] = max(start[j], 1e-3 * scale[j])
+    G = np.array(rows) if rows else None
+    gv = np.array(g) if rows else None
+    if G is not None:
+        bad = np.flatnonzero(G @ start + gv <= 0)
+        if bad.size:
+            b, what, _ = labels[bad[0]]
+            raise IdentificationError(f"identification.physical: the {what} bound"
+                                      + (f" of body {b!r}" if b else "")
+                                      + " excludes the CAD values scaled into the mass ranges; widen it")
+    # in units of the parameter scales, so the Newton systems are well scaled
+    sc_blocks = [lmi_barrier.LMIBlock(bl.idx, bl.basis * scale[bl.idx, None, None], bl.const, bl.weight)
+                 for bl in blocks]
+    bp = lmi_barrier.BarrierProblem(H * np.outer(scale, scale), c * scale, sc_blocks,
+                                    None if G is None else G * scale, gv)
+    sol = lmi_barrier.solve(bp, start / scale)
+    theta = sol.x * scale
 
-    # 1. The constrained optimum by an interior-point method (convex in theta); 2. a
-    # log-Cholesky trust-region polish from there, kept only if it lowers the cost.
-    A = np.vstack([R, np.diag(sqrt_prior)])
-    bvec = np.concatenate([z, sqrt_prior * prior])
-    nonneg = np.zeros(n_std, bool)
-    nonneg[act] = np.isfinite(lower_act)
-    start = prior.copy()          # the CAD values, moved strictly inside the feasible set
-    for b in range(nb):
-        sl = slice(10 * b, 10 * b + 10)
-        start[sl] = dynamic_from_log_cholesky(log_cholesky_from_dynamic(prior[sl], 1e-3))[0]
-    start[nonneg] = np.maximum(start[nonneg], 1e-3 * scale[nonneg])
-    # In units of the parameter scales, so the barrier's Newton systems are well scaled.
-    Asc = A * scale
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):   # a diverging solve is reported below
-            phi, newton_steps = _barrier_solve(Asc.T @ Asc, Asc.T @ bvec, nb, nonneg, start / scale, scale)
-    except (TypeError, ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
-        raise IdentificationError(_failure_reason(prior, layout, exc)) from exc
-    theta0 = phi * scale
-    cost = lambda th: float(np.sum((A @ th - bvec) ** 2))  # noqa: E731
-    x0 = np.empty(n_std)
-    for b in range(nb):
-        sl = slice(10 * b, 10 * b + 10)
-        x0[sl] = log_cholesky_from_dynamic(theta0[sl])
-    x0[act] = theta0[act]
-    # Bounds on the exponential coordinates: e^a = sqrt(mass) and e^d_i is a length (the
-    # body's extent along a principal direction of its second moment). Bodies of
-    # 1 mg .. 1000 t that are at least MIN_THICKNESS thick in every direction cover every
-    # real link, and keep the optimum finite when the data push a body to the boundary
-    # of physical consistency (a flat or line-like mass distribution).
-    lb = np.full(n_std, -np.inf)
-    ub = np.full(n_std, np.inf)
-    for b in range(nb):
-        lb[10 * b], ub[10 * b] = 0.5 * np.log(1e-6), 0.5 * np.log(1e6)
-        lb[10 * b + 1: 10 * b + 4] = np.log(MIN_THICKNESS)
-        ub[10 * b + 1: 10 * b + 4] = np.log(MAX_EXTENT)
-    lb[act] = lower_act
-    x0 = np.clip(x0, lb + 1e-9, ub - 1e-9)
-    # The data residuals are normalised to unit noise, so the cost is chi^2 / 2; a relative
-    # change of FTOL (~1e-3 in chi^2 here) is statistically meaningless, and the remaining
-    # slow motion is along nearly flat, prior-only directions of nearly degenerate bodies.
-    sol = optimize.least_squares(fun, x0, jac=jac, bounds=(lb, ub), method="trf", x_scale="jac",
-                                 ftol=FTOL, max_nfev=max_nfev)
-    if sol.status <= 0:
-        raise IdentificationError(f"physically consistent solver did not converge in {max_nfev} evaluations "
-                                  f"({sol.message})")
-    theta, dtheta = unpack(sol.x)
-    polished = cost(theta) < cost(theta0)
-    if not polished:
-        theta = theta0.copy()
-        # Jacobian of theta(eta) at the interior-point solution (for the covariance below).
-        x_ip = np.concatenate([np.concatenate([log_cholesky_from_dynamic(theta0[10 * b:10 * b + 10])
-                                                 for b in range(nb)]), theta0[act]])
-        _, dtheta = unpack(x_ip)
-        sol.x = x_ip
-    projected = []
-    for b, body in enumerate(layout.body_joints):
-        sl = slice(10 * b, 10 * b + 10)
-        # U U^T is positive definite in exact arithmetic, but when the data push a body to
-        # the boundary (a flat or line-like mass distribution of a poorly excited body)
-        # its smallest eigenvalue can round to <= 0. Lift it to EIG_FLOOR of the largest
-        # (a change at round-off level) so the body is strictly physical.
-        J = pseudo_inertia(theta[sl])
-        w, V = np.linalg.eigh(J)
-        if w[0] < EIG_FLOOR * w[-1]:
-            theta[sl] = dynamic_from_pseudo((V * np.maximum(w, EIG_FLOOR * w[-1])) @ V.T)
-            projected.append(body)
-        if not is_physical(theta[sl]):
-            raise IdentificationError(f"physically consistent solver returned an infeasible body {body!r}")
+    # Which bounds hold the solution, body by body.
+    slack = np.zeros(0) if G is None else G @ theta + gv
+    active: dict = {b: [] for b in layout.body_joints}
+    active_global = []
+    for i, (b, what, span) in enumerate(labels):
+        if b is not None:
+            m = theta[layout.inertial_slice(b)][0]
+            norm = span if span is not None else max(m, 1e-12) * (
+                (2 * regions[b].half.max()) if what == "com_box" else regions[b].half.max() ** 2)
+            if slack[i] < ACTIVE_SLACK * norm and what not in active[b]:
+                active[b].append(what)
+        elif span is not None and slack[i] < ACTIVE_SLACK * span:
+            active_global.append(what)
 
-    # Uncertainty by linearisation at the solution (data + prior information).
-    Jx = jac(sol.x)
-    M, p = problem.W.shape
-    r_data = R @ theta - z
-    s2 = (float(r_data @ r_data) + rest_ss) / max(M - p, 1)
-    try:
-        cov_x = s2 * np.linalg.pinv(Jx.T @ Jx)
-    except np.linalg.LinAlgError as exc:  # pragma: no cover - pinv rarely fails
-        raise IdentificationError(f"covariance of the physically consistent estimate failed: {exc}") from exc
-    P = problem.base.projection
-    G = P @ dtheta
-    cov = G @ cov_x @ G.T
+    # Covariance: inverse Hessian of the cost (data + prior) at the solution.
+    Hess = H.copy()
+    prior_var_mass = {}
+    for k, b in enumerate(layout.body_joints):
+        idx = np.arange(10 * k, 10 * k + 10)
+        X = np.einsum("ij,kjl->kil", np.linalg.inv(pseudo_inertia(theta[idx])), E)
+        Hb = blocks[k].weight * np.einsum("kij,lji->kl", X, X)
+        Hess[np.ix_(idx, idx)] += Hb
+        prior_var_mass[b] = float(np.linalg.pinv(Hb)[0, 0])
+    cov_theta = np.linalg.pinv(0.5 * (Hess + Hess.T))
+    cov = P @ cov_theta @ P.T
+    bodies = {}
+    for k, b in enumerate(layout.body_joints):
+        sl = layout.inertial_slice(b)
+        th = theta[sl]
+        J = pseudo_inertia(th)
+        ev = np.linalg.eigvalsh(J)
+        if ev[0] < BOUNDARY_EIG * ev[-1]:
+            active[b].append("physical_boundary")
+        share = 1.0 - cov_theta[10 * k, 10 * k] / prior_var_mass[b] if prior_var_mass[b] > 0 else 0.0
+        bodies[b] = {"mass": float(th[0]), "mass_cad": float(prior[sl][0]),
+                     "mass_bounds": [float(v) for v in ranges[b]],
+                     "com": [float(v) for v in th[1:4] / th[0]],
+                     "mass_data_share": float(np.clip(share, 0.0, 1.0)),
+                     "bounds_active": active[b]}
+        if b in regions:
+            bodies[b]["com_region"] = regions[b].as_dict()
+        if not is_physical(th):
+            raise IdentificationError(f"physically consistent solver returned an infeasible body {b!r}")
     values = P @ theta
     r = problem.y - problem.W @ values
     rms, sig = _per_joint(problem, r)
@@ -367,8 +351,14 @@ def physically_consistent(problem: IdentificationProblem, prior_weight: float = 
                                n_rows=problem.n_rows, joint_names=problem.joint_names, residual_rms=rms,
                                joint_sigma=sig)
     res.standard_values = theta
-    res.extra.update({"prior_weight": prior_weight, "solver_status": int(sol.status),
-                      "bodies_on_feasibility_boundary": projected, "interior_point_newton_steps": newton_steps,
-                      "trust_region_polish_kept": bool(polished),
-                      "solver_iterations": int(sol.nfev)})
+    res.bodies = bodies
+    res.extra.update({"prior_relative_std": bounds.prior_relative_std,
+                      "interior_point_newton_steps": int(sol.newton_steps),
+                      "hac_lag_samples": first.extra.get("hac_lag_samples"),
+                      "total_mass": float(np.sum(theta[0:10 * nb:10])),
+                      "total_mass_cad": float(np.sum(prior[0:10 * nb:10]))})
+    if active_global:
+        res.extra["bounds_active_global"] = ", ".join(active_global)
+    if geo_note:
+        res.extra["com_region_note"] = geo_note
     return res

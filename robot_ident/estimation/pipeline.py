@@ -14,6 +14,7 @@ from ..errors import ConfigError, SignalError
 from ..model.base import BaseParameters
 from ..model.robot import FrictionOptions, RobotModel
 from . import ESTIMATORS, IdentificationResult, build_problem
+from .body_bounds import PhysicalBounds, parse_physical_bounds
 from .validation import ValidationReport, validate
 
 
@@ -27,6 +28,8 @@ class IdentificationSettings:
     reversal_guard_s: float | None = None
     base_samples: int = 400
     base_seed: int = 0
+    # Plausibility bounds of the physical estimate (`identification: physical:`).
+    physical: PhysicalBounds = field(default_factory=PhysicalBounds)
 
     def __post_init__(self):
         if self.method not in ESTIMATORS:
@@ -48,7 +51,8 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
              base: BaseParameters | None = None) -> IdentificationResult:
     base = base or base_parameters(model, settings)
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
-    result = ESTIMATORS[settings.method](problem)
+    options = {"bounds": settings.physical} if settings.method == "physical" else {}
+    result = ESTIMATORS[settings.method](problem, **options)
     # In-sample RMS against the *raw* measured effort on the identification rows (outside
     # the dead band): what a new recording can be compared with, since it includes the
     # sensor noise. The rows' regressor is the problem's, so nothing is rebuilt.
@@ -75,7 +79,7 @@ def validate_result(result: IdentificationResult, model: RobotModel, data: Proce
 
 
 # --------------------------------------------------------------------------- config
-_IDENT_KEYS = {"method", "holdout", "filter", "dead_band", "model", "base_samples", "base_seed"}
+_IDENT_KEYS = {"method", "holdout", "filter", "dead_band", "model", "base_samples", "base_seed", "physical"}
 _FILTER_KEYS = {"cutoff_hz", "order", "target_rate_hz", "trim_s", "use_measured_velocity"}
 _DEAD_BAND_KEYS = {"velocity", "reversal_guard_s"}
 _MODEL_KEYS = {"armature", "coulomb", "viscous", "offset", "coulomb_velocity_scale", "locked_positions",
@@ -148,12 +152,14 @@ def identification_config(section: Mapping | None, where: str = "identification"
     method = section.get("method", "physical")
     if not isinstance(method, str):
         raise ConfigError(f"{where}.method: expected a name, got {method!r}")
+    physical = parse_physical_bounds(section.get("physical"), f"{where}.physical")
     try:
         settings = IdentificationSettings(
             method=method, filter=filt, moving_threshold=_num(db, "velocity", dw, 0.05),
             reversal_guard_s=_num(db, "reversal_guard_s", dw, None, allow_none=True),
             base_samples=int(_num(section, "base_samples", where, 400, positive=True)),
-            base_seed=int(_num(section, "base_seed", where, 0)))
+            base_seed=int(_num(section, "base_seed", where, 0)),
+            physical=physical)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
     if settings.base_samples > 100_000:
@@ -175,8 +181,14 @@ def identification_config(section: Mapping | None, where: str = "identification"
 
 
 def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
-    model = RobotModel(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
-                       transmission=getattr(config, "transmission", None))
+    from ..mechanisms.closed_chain.config import closed_chain_model
+    from ..model.spring import spring_model   # the config's `springs:` (gravity balancers), if any
+    model = closed_chain_model(urdf, config, icfg.friction, icfg.armature_nominal)   # its `closures:`, if any
+    if model is not None:
+        config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
+        return model
+    model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
+                         config=config, transmission=getattr(config, "transmission", None))
     config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
     return model
 

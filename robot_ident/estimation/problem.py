@@ -28,6 +28,7 @@ class IdentificationProblem:
     layout: ParameterLayout | None = None
     prior: np.ndarray | None = None         # CAD standard parameters (URDF nominal)
     sample_of_row: np.ndarray | None = None  # (M,) sample index of each row
+    model: RobotModel | None = None         # for the bodies' geometry (physical estimate)
 
     @property
     def n_rows(self) -> int:
@@ -63,4 +64,4 @@ def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,
                 "(is it moving? if its positions change, the velocities the driver publishes may be zeros: set "
                 "identification.filter.use_measured_velocity: false)")
     return IdentificationProblem(W, y, joint, model.joint_names, base.names, data.n_samples, base,
-                                 Ws, model.layout, model.nominal.copy(), sample)
+                                 Ws, model.layout, model.nominal.copy(), sample, model)

@@ -20,6 +20,7 @@ from ..errors import IdentificationError
 from .least_squares import _per_joint
 from .problem import IdentificationProblem
 from .result import IdentificationResult
+from .uncertainty import hac_covariance
 
 
 class RecursiveLeastSquares:
@@ -76,13 +77,17 @@ def recursive_estimate(problem: IdentificationProblem, forgetting: float = 1.0, 
     x = rls.estimate
     r = problem.y - problem.W @ x
     rms, sig = _per_joint(problem, r)
-    cov = rls.covariance() * (rls._ssr / max(problem.n_rows - problem.n_params, 1))
+    # Autocorrelation-consistent sandwich around RLS's information matrix (uncertainty.py);
+    # with forgetting 1 that is the batch weighted normal matrix.
+    wrow = 1.0 / (np.ones(n) if sigma is None else np.asarray(sigma, float))[problem.joint_of_row]
+    cov, info = hac_covariance(problem.W * wrow[:, None], r * wrow, rls.covariance(), problem.sample_of_row,
+                               problem.joint_of_row, n)
     sv = np.linalg.svd(problem.W, compute_uv=False)
     return IdentificationResult(method="rls", base=problem.base, values=x,
                                 std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
                                 condition_number=float(sv[0] / sv[-1]), n_samples=problem.n_samples,
                                 n_rows=problem.n_rows, joint_names=problem.joint_names, residual_rms=rms,
-                                joint_sigma=sig, extra={"forgetting": forgetting})
+                                joint_sigma=sig, extra={"forgetting": forgetting, **info})
 
 
 def recursive_weighted(problem: IdentificationProblem, forgetting: float = 1.0) -> IdentificationResult:

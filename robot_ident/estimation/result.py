@@ -29,6 +29,9 @@ class IdentificationResult:
     # Is the model determined by the data? (estimation/conditioning.assess_quality; set by
     # pipeline.identify)
     quality: dict | None = None
+    # Per body (by joint) of a physically consistent estimate: mass, CAD mass, mass bounds,
+    # centre of mass, its region, mass_data_share and bounds_active (see estimation/physical.py).
+    bodies: dict | None = None
 
     @property
     def names(self) -> tuple[str, ...]:

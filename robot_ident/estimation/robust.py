@@ -9,7 +9,8 @@ bursts) end up with weights near zero instead of pulling the fit.
 Losses (u = standardised residual, c = tuning constant for 95 % efficiency on
 Gaussian noise): huber w = min(1, c/|u|), c = 1.345; cauchy w = 1/(1 + (u/c)^2),
 c = 2.385; bisquare w = (1 - (u/c)^2)^2 for |u| < c else 0, c = 4.685.
-The covariance is s^2 (W^T Omega W)^-1 at the final weights Omega.
+The covariance is the M-estimator sandwich B^-1 Omega B^-1 with the scores' covariance
+Omega autocorrelation-consistent (estimation/uncertainty.py).
 """
 from __future__ import annotations
 
@@ -19,11 +20,18 @@ from ..errors import IdentificationError
 from .least_squares import _check, _per_joint, _solve, wls
 from .problem import IdentificationProblem
 from .result import IdentificationResult
+from .uncertainty import hac_covariance
 
 LOSSES = {
     "huber": (1.345, lambda u, c: np.minimum(1.0, c / np.maximum(np.abs(u), 1e-300))),
     "cauchy": (2.385, lambda u, c: 1.0 / (1.0 + (u / c) ** 2)),
     "bisquare": (4.685, lambda u, c: np.where(np.abs(u) < c, (1.0 - (u / c) ** 2) ** 2, 0.0)),
+}
+# psi'(u) of each loss (psi(u) = u * weight(u)), for the M-estimator's sandwich covariance.
+PSI_PRIME = {
+    "huber": lambda u, c: (np.abs(u) < c).astype(float),
+    "cauchy": lambda u, c: (1.0 - (u / c) ** 2) / (1.0 + (u / c) ** 2) ** 2,
+    "bisquare": lambda u, c: np.where(np.abs(u) < c, (1.0 - (u / c) ** 2) * (1.0 - 5.0 * (u / c) ** 2), 0.0),
 }
 
 
@@ -60,9 +68,18 @@ def irls(problem: IdentificationProblem, loss: str = "cauchy", max_iter: int = 5
         x = x_new
         if step < tol:
             break
-    M, p = W.shape
-    s2 = float(rw @ rw) / max(float(np.sum(w * s[joint] ** 2 > 1e-12)) - p, 1.0)
-    cov = s2 * inv_w
+    # M-estimator sandwich B^-1 Omega B^-1: B = sum psi'(u) W W^T / s^2 (the IRLS weights
+    # psi(u)/u would understate it), Omega the autocorrelation-consistent sum of the scores
+    # W psi(u) / s (see uncertainty.py).
+    u = (y - W @ x) / s[joint]
+    dpsi = PSI_PRIME[loss](u, c) / s[joint] ** 2
+    B = W.T @ (W * dpsi[:, None])
+    try:
+        np.linalg.cholesky(B)
+        B_inv = np.linalg.inv(B)
+    except np.linalg.LinAlgError:          # psi' < 0 on many rows: keep the IRLS normal matrix
+        B_inv = inv_w
+    cov, info = hac_covariance(W * sw[:, None], rw, B_inv, problem.sample_of_row, joint, n)
     r = y - W @ x
     rms, _ = _per_joint(problem, r)
     res = IdentificationResult(method=f"robust-{loss}", base=problem.base, values=x,
@@ -70,5 +87,6 @@ def irls(problem: IdentificationProblem, loss: str = "cauchy", max_iter: int = 5
                                condition_number=start.condition_number, n_samples=problem.n_samples,
                                n_rows=problem.n_rows, joint_names=problem.joint_names, residual_rms=rms,
                                joint_sigma=s)
+    res.extra.update(info)
     res.extra.update({"loss": loss, "iterations": it, "downweighted_rows": int(np.sum(w * s[joint] ** 2 < 0.5))})
     return res

@@ -28,6 +28,7 @@ from .least_squares import _per_joint, wls
 from .physical import _parameter_scale
 from .problem import IdentificationProblem
 from .result import IdentificationResult
+from .uncertainty import hac_covariance
 from .sensitivity import classify, sobol_indices
 
 
@@ -126,13 +127,14 @@ def sensitivity_ga(problem: IdentificationProblem, high_fraction: float = 0.3, z
     cost = float(np.sum((Rf @ x_free - rhs) ** 2))
 
     M = problem.n_rows
-    s2 = (cost + rest_ss) / max(M - free.size, 1)
-    cov_free = s2 * np.linalg.pinv(Rf.T @ Rf)
     P = problem.base.projection
     G = P[:, free]
-    cov = G @ cov_free @ G.T
     values = P @ theta
     r = problem.y - problem.W @ values
+    # autocorrelation-consistent sandwich of the weighted problem in the free parameters
+    cov_free, hac = hac_covariance(problem.W_standard[:, free] * w[:, None], r * w, np.linalg.pinv(Rf.T @ Rf),
+                                   problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    cov = G @ cov_free @ G.T
     rms, sig = _per_joint(problem, r)
     res = IdentificationResult(method=f"sobol-{solver}", base=problem.base, values=values,
                                std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
@@ -140,6 +142,7 @@ def sensitivity_ga(problem: IdentificationProblem, high_fraction: float = 0.3, z
                                n_rows=M, joint_names=problem.joint_names, residual_rms=rms, joint_sigma=sig,
                                standard_values=theta)
     res.extra.update(res_extra)
+    res.extra.update(hac)
     counts = {c: int(np.sum(classes == c)) for c in ("high", "low", "zero")}
     res.extra.update({
         "sensitivity": {n: {"S1": float(a), "ST": float(b), "class": str(c)}

@@ -19,6 +19,8 @@
           max_time: 30.0             # optimiser wall-time budget [s]
           max_evaluations: 0         # 0: no evaluation budget
           seed: 0
+          collision: {margin: 0.03, floor: 0.0, boxes: [], srdf: null, package_dirs: []}
+                                     # see excitation/collision/spec.py
 
 ``acceleration_limits`` may also sit directly under ``ros__parameters`` (shared with
 other consumers); the one under ``excitation`` wins. This module reads only these
@@ -29,12 +31,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import yaml
 
 from ..errors import ConfigError
+from .collision.spec import CollisionSpec, parse_collision_section
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .constraints import Margins
 from .criteria import CRITERIA
@@ -51,6 +54,7 @@ class ExcitationConfig:
     start_pose: Any                   # dict by joint, list in joint order, or None
     joint_weights: Any
     effort_limits: bool
+    collision: CollisionSpec = field(default_factory=CollisionSpec)
 
     def design_spec(self, joints: Sequence[str], **overrides) -> DesignSpec:
         """The DesignSpec for these joints (start pose and weights put in joint order)."""
@@ -114,7 +118,7 @@ def _merge(base: Mapping, over: Mapping) -> dict:
     return out
 
 
-def parse_excitation_config(doc: Mapping, node: str = "robot_ident") -> ExcitationConfig:
+def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: str | None = None) -> ExcitationConfig:
     """Read the excitation keys of the ``node`` section (or the only section), merged over
     the ``/**`` section; nested or dotted keys (as ROS 2 flattens them) both work."""
     from ..io.config import unflatten
@@ -147,7 +151,7 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident") -> Excitati
         raise ConfigError(f"{where} must be a mapping")
     known = {"family", "optimizer", "criterion", "harmonics", "base_frequency", "duration", "move_duration",
              "margins", "acceleration_limits", "effort_limits", "start_pose", "joint_weights", "max_time",
-             "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate"}
+             "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate", "collision"}
     unknown = sorted(set(ex) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -196,7 +200,8 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident") -> Excitati
     weights = ex.get("joint_weights")
     if weights is not None:
         weights = _float_map(weights, f"{where}.joint_weights") if isinstance(weights, Mapping) else weights
-    return ExcitationConfig(joints, kw, margins, acc, start, weights, eff)
+    collision = parse_collision_section(ex.get("collision"), f"{where}.collision", base_dir)
+    return ExcitationConfig(joints, kw, margins, acc, start, weights, eff, collision)
 
 
 def load_excitation_config(path: str | os.PathLike, node: str = "robot_ident") -> ExcitationConfig:
@@ -208,6 +213,6 @@ def load_excitation_config(path: str | os.PathLike, node: str = "robot_ident") -
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {yaml_error_line(exc)}") from exc
     try:
-        return parse_excitation_config(doc, node)
+        return parse_excitation_config(doc, node, os.path.dirname(os.path.abspath(os.fspath(path))))
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -102,7 +102,8 @@ class RegressorEvaluator:
         # joints with nq == nv (no continuous joints), call Pinocchio directly.
         pm = model.model
         self._perm = None
-        if pm.nq == pm.nv == self.n:
+        n_std = model.layout.n_inertial + self.n * len(model.layout.actuator_symbols)
+        if pm.nq == pm.nv == self.n and model.layout.size == n_std:   # no extra columns (e.g. springs)
             perm = np.array([pm.joints[pm.getJointId(j)].idx_v for j in model.joint_names])
             if sorted(perm.tolist()) == list(range(self.n)):
                 self._perm = perm

@@ -8,6 +8,14 @@ since states are smooth), the trajectory is pulled in by repairing it against
 slightly tightened limits and checked again; if it still violates, a
 `TrajectoryError` naming the violations is raised. A violating trajectory is never
 returned.
+
+With a `CollisionModel` (``collision=``), distance >= margin between every checked pair
+and to the environment is a constraint of the optimiser on sampled times
+(collision/constraint.py); the result is then checked on the same dense grid, and
+where the distance dips below the margin between samples those times join the
+constraint samples and SLSQP descends again from the current point (a few rounds);
+as a last resort every excursion is scaled toward the centre pose. A colliding
+trajectory is never returned: `TrajectoryError` names the closest pair instead.
 """
 from __future__ import annotations
 
@@ -51,6 +59,7 @@ class DesignSpec:
     n_evaluation: int = 1000                  # samples for the reported cond / logdet
     point_rate: float = 100.0                 # trajectory_msgs points per second
     optimizer_options: dict = field(default_factory=dict)
+    collision_samples: int = 100              # collision-constraint samples (both ends included)
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -67,6 +76,9 @@ class DesignResult:
     report: LimitReport
     optimizer: OptimizerResult
     base_size: int
+    collision_report: object = None    # CollisionReport of the dense check (None: no collision model given)
+    collision_info: str = ""           # what was checked and skipped (CollisionModel.describe)
+    collision_environment: dict | None = None   # CollisionModel.to_dict: environment, pairs, skipped
 
     @property
     def valid(self) -> bool:
@@ -110,26 +122,7 @@ def _scale_excursion(param: Parameterisation, x: np.ndarray, f: float) -> np.nda
     return np.where(scal, x * f, x)
 
 
-def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
-                      problem: ExcitationProblem | None = None) -> DesignResult:
-    from ..model.base import BaseParameters
-    from ..util.blas import single_threaded_blas
-
-    if limits.joint_names != tuple(model.joint_names):
-        raise TrajectoryError("limits and model list different joints")
-    base = base if base is not None else BaseParameters.from_model(model)
-    if problem is None:
-        param = make_parameterisation(spec, model.joint_names, limits)
-        problem = ExcitationProblem(model, base, param, limits, spec.criterion, spec.joint_weights,
-                                    spec.n_samples, spec.n_constraint)
-    param = problem.param
-    opt = make_optimizer(spec.optimizer, **spec.optimizer_options)
-    with single_threaded_blas():   # small matrices, thousands of evaluations (see robot_ident.util.blas)
-        res = opt.run(problem, Budget(spec.max_evals, spec.max_time), seed=spec.seed)
-    x = res.x
-    start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
-    if start is None and spec.family != "fourier":
-        start = param.start
+def _limit_repair(problem, param, x, limits, model, spec, start):
     traj = param.build(x)
     report = check_trajectory(traj, limits, model, spec.check_dt, start)
     for f in (0.999, 0.995, 0.99, 0.98, 0.95, 0.9, 0.8, 0.7):
@@ -141,9 +134,55 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
             x = _scale_excursion(param, x, f)
         traj = param.build(x)
         report = check_trajectory(traj, limits, model, spec.check_dt, start)
+    return x, traj, report
+
+
+def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
+                      problem: ExcitationProblem | None = None, collision=None) -> DesignResult:
+    from ..model.base import BaseParameters
+    from ..util.blas import single_threaded_blas
+    from .collision.constraint import CollisionConstraint
+
+    if limits.joint_names != tuple(model.joint_names):
+        raise TrajectoryError("limits and model list different joints")
+    base = base if base is not None else BaseParameters.from_model(model)
+    use_collision = collision is not None and collision.active
+    if problem is None:
+        param = make_parameterisation(spec, model.joint_names, limits)
+        problem = ExcitationProblem(model, base, param, limits, spec.criterion, spec.joint_weights,
+                                    spec.n_samples, spec.n_constraint)
+    param = problem.param
+    if use_collision:
+        from .collision.design import check_start_clearance
+        check_start_clearance(collision, param, spec)
+        problem.collision = CollisionConstraint(collision, param, spec.collision_samples)
+    opt = make_optimizer(spec.optimizer, **spec.optimizer_options)
+    with single_threaded_blas():   # small matrices, thousands of evaluations (see robot_ident.util.blas)
+        # With collisions, 15 % of a wall-time budget is kept for the dense check and the
+        # refinement rounds (collision/design.py), so the whole design fits the budget.
+        t_opt = spec.max_time if spec.max_time is None or not use_collision else 0.85 * spec.max_time
+        res = opt.run(problem, Budget(spec.max_evals, t_opt), seed=spec.seed)
+    x = res.x
+    start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
+    if start is None and spec.family != "fourier":
+        start = param.start
+    x, traj, report = _limit_repair(problem, param, x, limits, model, spec, start)
     if not report.valid:
         raise TrajectoryError(f"the designed trajectory violates its limits: {report.summary()}")
+    crep, info, env = None, "", None
+    if collision is not None:
+        env = collision.to_dict()
+        from .collision.check import check_collisions
+        from .collision.design import enforce_collision_free
+        info = collision.describe()
+        if use_collision:
+            x, traj, report, crep = enforce_collision_free(
+                problem, param, x, collision, spec, lambda xx: _limit_repair(problem, param, xx, limits, model,
+                                                                             spec, start),
+                lambda xx, f: _scale_excursion(param, xx, f))
+        else:
+            crep = check_collisions(traj, collision, spec.check_dt)
     cond, logdet = problem.criterion_report(x, spec.n_evaluation)
     if not np.array_equal(x, res.x):
         res = replace(res, x=x)
-    return DesignResult(traj, spec, limits, cond, logdet, report, res, base.size)
+    return DesignResult(traj, spec, limits, cond, logdet, report, res, base.size, crep, info, env)

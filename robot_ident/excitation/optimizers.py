@@ -129,6 +129,8 @@ class MultiStartSLSQP(Optimizer):
         if problem.effort_bound is not None:
             cons.append({"type": "ineq", "fun": lambda x: problem.effort_constraints(x)[0],
                          "jac": lambda x: problem.effort_constraints(x)[1]})
+        if problem.collision is not None:
+            cons.append({"type": "ineq", "fun": problem.collision.values, "jac": problem.collision.jacobian})
         problem.smooth = self.smooth if problem.criterion == "cond" else 0.0
         pf = self.polish_fraction if self.polish_factor > 1 else 0.0
         main_over = lambda: problem.used_fraction() >= 1.0 - pf  # noqa: E731
@@ -139,10 +141,12 @@ class MultiStartSLSQP(Optimizer):
                 # Start from the best of `screen` random feasible points.
                 cands = [problem.random_start(rng) for _ in range(self.screen)]
                 fs0 = [problem.value(c) for c in cands]
+                if problem.collision is not None:      # prefer collision-free starts
+                    fs0 = [f + 1e3 * problem.collision_excess(c) for f, c in zip(fs0, cands)]
                 k = int(np.argmin(fs0))
                 x0, f0 = cands[k], fs0[k]
                 starts += 1
-                if problem.effort_excess(x0) == 0:
+                if problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0:
                     tr.offer(f0, x0)
                 best_run = {"f": np.inf, "x": None}
 
@@ -159,6 +163,8 @@ class MultiStartSLSQP(Optimizer):
                 finally:
                     if best_run["x"] is not None:
                         xr = problem.repair(best_run["x"])
+                        if problem.collision_excess(xr) > 0:
+                            xr = best_run["x"]
                         tr.offer(best_run["f"] if np.array_equal(xr, best_run["x"]) else
                                  self._value_free(problem, xr), xr)
             # Phase 2: polish the best point on a finer sample grid, which removes the
@@ -190,6 +196,8 @@ class MultiStartSLSQP(Optimizer):
             if cand["x"] is None:
                 return False
             x_new = problem.repair(cand["x"])
+            if problem.collision_excess(x_new) > 0:
+                x_new = cand["x"]
             f_new = self._value_free(problem, x_new)
         finally:
             problem.set_samples(n0)
@@ -202,6 +210,8 @@ class MultiStartSLSQP(Optimizer):
 
     def _feasible(self, problem, x, A, b) -> bool:
         if (A @ x - b).max() > self.feas_tol:
+            return False
+        if problem.collision is not None and problem.collision_excess(x) > 0:
             return False
         return problem.effort_bound is None or problem.effort_excess(x) == 0
 

@@ -10,8 +10,10 @@ limits and the criterion, and offers:
 * ``effort_constraints(x)`` -- nominal efforts inside the effort bound at the
   optimisation samples, with Jacobian (only if the limits include efforts);
 * ``repair(x)`` -- pull any vector back inside the kinematic limits on the grid;
-* ``fitness(x)`` -- repaired criterion plus an effort penalty: what the population
-  methods minimise;
+* ``fitness(x)`` -- repaired criterion plus an effort penalty and a collision penalty
+  (larger than any criterion value: a feasibility rule): what the population methods
+  minimise;
+* ``collision`` -- optional `CollisionConstraint` (distance >= margin on sampled times);
 * an evaluation counter and a budget (evaluations and/or wall time). One gradient
   counts as 3n + 1 evaluations, its real cost in regressor computations, so that an
   evaluation budget is fair between gradient and population methods.
@@ -46,7 +48,7 @@ class Budget:
 class ExcitationProblem:
     def __init__(self, model, base, param: Parameterisation, limits: LimitSpec,
                  criterion: str = "cond", joint_weights=None, n_samples: int = 100,
-                 n_constraint: int = 250):
+                 n_constraint: int = 250, collision=None):
         if criterion not in CRITERIA:
             raise TrajectoryError(f"unknown criterion {criterion!r}; choose one of {', '.join(CRITERIA)}")
         if tuple(param.joint_names) != tuple(model.joint_names) or limits.joint_names != tuple(model.joint_names):
@@ -64,6 +66,7 @@ class ExcitationProblem:
         self._con_off, self._con_B = param.basis(self.t_con)
         self._Bz = np.concatenate(self._opt_B, axis=1)            # (N, 3n, K)
         self.box = param.box(self.bounds)
+        self.collision = collision     # CollisionConstraint or None (distance >= margin on sampled times)
         self._n_samples0 = n_samples
         self._cost_scale = 1.0
         self.smooth = 0.0        # > 0: value_and_grad uses the smooth p-norm surrogate of log cond
@@ -193,6 +196,10 @@ class ExcitationProblem:
         tau = self.model.efforts(q, qd, qdd)
         return float(max(0.0, (np.abs(tau) / self.effort_bound - 1.0).max()))
 
+    def collision_excess(self, x) -> float:
+        """How far (m) the closest pair is inside the collision margin at the collision samples."""
+        return 0.0 if self.collision is None else self.collision.excess(x)
+
     def kinematic_excess(self, x) -> float:
         A, b = self.linear_constraints_cached
         return float(max(0.0, (A @ x - b).max()))
@@ -215,8 +222,28 @@ class ExcitationProblem:
         ex = self.effort_excess(xr)
         if ex > 0:
             f += 100.0 * (1.0 + ex)
+        cx = self.collision_excess(xr)
+        if cx > 0:         # feasibility rule: any collision-free point beats every colliding one
+            f += 1000.0 * (1.0 + cx / max(self.collision.margin, 1e-3))
         return f, xr
 
     def random_start(self, rng: np.random.Generator) -> np.ndarray:
         lo, hi = self.box
-        return self.repair(rng.uniform(lo, hi))
+        if self.collision is None:
+            return self.repair(rng.uniform(lo, hi))
+        # With collision constraints: a random feasible point, its excursions shrunk toward
+        # the centre pose until it is collision-free on the samples (SLSQP copes badly with
+        # deeply colliding starts); the least colliding of a few draws otherwise.
+        scal = np.ones(self.param.n_vars, dtype=bool)
+        scal[self.param.offset_var[self.param.offset_var >= 0]] = False
+        best, best_ex = None, np.inf
+        for _ in range(8):
+            x = self.repair(rng.uniform(lo, hi))
+            for f in (1.0, 0.7, 0.5, 0.35, 0.25):
+                xs = np.where(scal, x * f, x)
+                ex = self.collision.excess(xs, stride=4)
+                if ex == 0 and self.collision.excess(xs) == 0:
+                    return xs
+                if ex < best_ex:
+                    best, best_ex = xs, ex
+        return best

@@ -15,6 +15,12 @@ coefficient reads back bit for bit)::
     optimizer: {name, seed, evaluations, wall_time, ...}
     limits: {lower, upper, velocity, acceleration, effort, margins}
     limit_report: {valid, dt, n_samples, checks: [{joint, quantity, limit, worst, time, ok}]}
+    collision: {margin, floor, boxes, srdf, pairs, skipped}   # the environment it was designed for
+    collision_report: {valid, checked, margin, dt, n_samples, pairs, closest: {pair, distance, time},
+                       violations: [...]}                  # null: designed without a collision model
+
+The reports are informative: whoever runs the trajectory re-checks it (simulate, the
+excitation node), since a file can be edited or made for another URDF or environment.
 
 The file is written atomically (temporary file + os.replace).
 """
@@ -99,6 +105,8 @@ class TrajectoryFile:
     criterion: dict = field(default_factory=dict)
     optimizer: dict = field(default_factory=dict)
     limits: dict = field(default_factory=dict)
+    collision_report: object = None        # CollisionReport or None
+    collision: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = {"format": FORMAT, "version": VERSION}
@@ -108,6 +116,8 @@ class TrajectoryFile:
         d["optimizer"] = dict(self.optimizer)
         d["limits"] = dict(self.limits)
         d["limit_report"] = None if self.report is None else self.report.to_dict()
+        d["collision"] = dict(self.collision)
+        d["collision_report"] = None if self.collision_report is None else self.collision_report.to_dict()
         return d
 
     @classmethod
@@ -117,10 +127,13 @@ class TrajectoryFile:
         if d.get("version") != VERSION:
             raise TrajectoryError(f"trajectory file version {d.get('version')!r} is not supported "
                                   f"(expected {VERSION})")
+        from .collision.check import CollisionReport
         rep = d.get("limit_report")
+        crep = d.get("collision_report")
         return cls(decode_trajectory(d), None if rep is None else LimitReport.from_dict(rep),
                    d.get("sampling") or {}, d.get("criterion") or {}, d.get("optimizer") or {},
-                   d.get("limits") or {})
+                   d.get("limits") or {}, None if crep is None else CollisionReport.from_dict(crep),
+                   d.get("collision") or {})
 
     @classmethod
     def from_design(cls, result) -> "TrajectoryFile":
@@ -137,7 +150,9 @@ class TrajectoryFile:
                        "wall_time": float(o.wall_time), "objective": float(o.f),
                        "initial_objective": float(o.initial_f),
                        "info": {k: (v.item() if isinstance(v, np.generic) else v) for k, v in o.info.items()}},
-            limits=result.limits.to_dict())
+            limits=result.limits.to_dict(),
+            collision_report=result.collision_report,
+            collision=getattr(result, "collision_environment", None) or {})
 
 
 def dump_trajectory_yaml(tf: TrajectoryFile) -> str:

@@ -71,6 +71,8 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
             "physically_consistent": {b: body_is_physical(theta[layout.inertial_slice(b)])[0]
                                       for b in layout.body_joints},
         }
+        if result.bodies:     # physical estimate: per body mass, bounds, `bounds_active`, data share
+            d["standard_parameters"]["bodies"] = result.bodies
     if result.quality is not None:
         d["model_quality"] = result.quality
     if validation is not None:
@@ -106,22 +108,41 @@ def write_result_yaml(folder: str | Path, data: dict) -> Path:
     return atomic_write_text(Path(folder) / "result.yaml", text)
 
 
-def write_identified_urdf(folder: str | Path, model, result: IdentificationResult,
-                          warning: str | None = None) -> Path | None:
-    """identified.urdf from the estimator's standard parameters (bodies that are not
-    physically consistent keep their CAD values and are listed in a comment), or None
+def identified_urdf_xml(model, result: IdentificationResult, warning: str | None = None) -> str | None:
+    """The identified URDF text from the estimator's standard parameters (bodies that are not
+    physically consistent, or implausible -- mass outside the default range, centre of mass
+    far outside the link -- keep their CAD values and are listed in a comment), or None
     when the estimator only produced base parameters."""
     if result.standard_values is None:
         return None
+    from ..estimation.body_bounds import implausible_bodies
     from .urdf_export import write_parameters
-    xml, report = write_parameters(model, result.standard_values)
+    if hasattr(model, "full_inertial"):     # a closed chain: tied blocks expanded onto the spanning tree
+        xml, report = write_parameters(model.tree, model.full_inertial(result.standard_values))
+    else:
+        theta = np.array(result.standard_values, float)
+        implausible = {} if result.bodies else implausible_bodies(model, theta)   # bodies: bounds applied
+        for b in implausible:
+            sl = model.layout.inertial_slice(b)
+            theta[sl] = model.nominal[sl]
+        xml, report = write_parameters(model, theta)
+        report.kept_cad.update({b: f"implausible: {why}" for b, why in implausible.items()})
+        report.written = [b for b in report.written if b not in implausible]
     note = (f"<!-- identified by robot_ident ({result.method}); bodies written: {', '.join(report.written)}"
             + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
                if report.kept_cad else "") + " -->\n")
     if warning:
         note += f"<!-- WARNING: {warning.replace('--', '- -')} -->\n"
     head, sep, body = xml.partition("\n")
-    return atomic_write_text(Path(folder) / "identified.urdf", head + sep + note + body)
+    return head + sep + note + body
+
+
+def write_identified_urdf(folder: str | Path, model, result: IdentificationResult,
+                          warning: str | None = None) -> Path | None:
+    """identified.urdf (see identified_urdf_xml; `warning`: a comment line, e.g. the data
+    do not determine the model), or None without standard parameters."""
+    xml = identified_urdf_xml(model, result, warning)
+    return None if xml is None else atomic_write_text(Path(folder) / "identified.urdf", xml)
 
 
 def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, np.ndarray]:

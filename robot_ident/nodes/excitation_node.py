@@ -67,6 +67,9 @@ class ExcitationNode(Node):
                             "(<controller>/joint_trajectory)", read_only=True)
         self.state_topic = declare(self, "state_topic", "/robot_ident/excitation_state",
                                    "where the phase is published (transient local)", read_only=True)
+        self.allow_without_collision_model = declare(
+            self, "allow_without_collision_model", False, "run even if the URDF has no <collision> geometry "
+            "(self-collisions and obstacles then unchecked)", read_only=True)
         self.autostart = declare(self, "autostart", True, "start as soon as joint states (and the action "
                                  "server) are there; false: wait for ~/start")
         s = ExcitationSettings
@@ -149,14 +152,16 @@ class ExcitationNode(Node):
     def _load(self, design_time: float) -> None:
         try:
             plan = prepare_excitation(robot_description(self), self.config_file, self.trajectory_file or None,
-                                      design_time=design_time)
-            run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model)
+                                      design_time=design_time,
+                                      allow_without_collision_model=self.allow_without_collision_model or None)
+            run = ExcitationRun(plan.trajectory, plan.limits, self._settings, plan.model, plan.collision)
         except Exception as exc:       # a bad file must not leave the node half alive
             self.get_logger().error(f"cannot prepare the excitation: {exc}")
             self._publish_state(Phase.ABORTED, f"cannot prepare the excitation: {exc}")
             return
         self.get_logger().info(f"excitation: {plan.source}, {self._settings.repetitions} x "
-                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}")
+                               f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}; "
+                               f"{plan.collision_report.summary()}")
         with self._lock:
             self.run = run
         self._publish_state(Phase.IDLE, "ready")

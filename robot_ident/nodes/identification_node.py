@@ -17,7 +17,10 @@ result folder, and publishes (all transient local):
 * ``~/status``: std_msgs/String: idle, recording, identifying, done <folder>, failed <why>.
 
 ``~/identify`` (std_srvs/Trigger) closes an open window and identifies it, or
-identifies the last recorded window again.
+identifies the last recorded window again. ``~/identify_payload`` (Trigger) does the same
+as a payload identification with the arm known (parameter ``payload_arm``: a result
+folder; empty: the config's payload.known_arm, else the URDF) and publishes the URDF
+with the payload link (`robot_ident.online.payload_window`).
 """
 from __future__ import annotations
 
@@ -72,6 +75,8 @@ class IdentificationNode(Node):
                                   "close it with ~/stop or ~/identify", read_only=True)
         current_topic = declare(self, "current_topic", "", "override the config's current_topic (e.g. "
                                 "synthesised currents in Gazebo); empty: the config's", read_only=True)
+        self.payload_arm = declare(self, "payload_arm", "", "~/identify_payload: the arm's result folder; empty: "
+                                   "the config's payload.known_arm, else the URDF")
         self.urdf = robot_description(self)
         self.cfg = load_config(self.config_file)
         if current_topic:
@@ -100,6 +105,7 @@ class IdentificationNode(Node):
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         self.create_service(Trigger, "~/identify", self._on_identify)
+        self.create_service(Trigger, "~/identify_payload", self._on_identify_payload)
 
         self._last = None               # the last recorded window
         self._worker: threading.Thread | None = None
@@ -151,6 +157,33 @@ class IdentificationNode(Node):
             response.success, response.message = False, "nothing recorded yet"
         else:
             response.success, response.message = self._identify(rec)
+        return response
+
+    def _on_identify_payload(self, request, response):
+        from ..online.payload_window import identify_payload_streams
+
+        rec = self.window.stop()[2] if self.window.is_open else None
+        rec = rec or self._last
+        if rec is None:
+            response.success, response.message = False, "nothing recorded yet"
+            return response
+        self._last = rec
+        out = Path(self.output_dir) / f"payload_{datetime.now(timezone.utc).strftime('%Y%m%d_%H%M%S')}"
+        try:   # a payload fit is small (10 + a few unknowns): run it in the service call
+            o = identify_payload_streams(rec.states, rec.currents, self.cfg, self.urdf, out,
+                                         self.get_parameter("payload_arm").value or None,
+                                         {"node": self.get_fully_qualified_name(), "window": rec.source})
+        except Exception as exc:        # report, keep the node alive
+            response.success, response.message = False, f"payload identification failed: {exc}"
+            self._status(response.message)
+            return response
+        if o.identified_urdf:
+            self.urdf_pub.publish(String(data=o.identified_urdf))
+        e = o.estimate
+        response.success = True
+        response.message = (f"payload {e.mass:.4g} kg at {[round(float(c), 5) for c in e.com]} m on {e.frame}; "
+                            f"determined {int(e.determined.sum())}/10; {out}")
+        self._status(f"done {out}")
         return response
 
     # -------------------------------------------------------- identification

@@ -26,7 +26,7 @@ from ..io.result_folder import write_result_folder
 from ..io.results import load_result
 from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
-from ..model.robot import FrictionOptions, RobotModel
+from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
 from ..model.transmission import dead_band_rows
 from ..util.progress import Progress
 
@@ -44,7 +44,8 @@ class SimulateOutcome:
 
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
-                    repetitions: int = 1, progress: Progress | None = None) -> SimulateOutcome:
+                    repetitions: int = 1, progress: Progress | None = None,
+                    package_dirs=()) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
@@ -59,6 +60,12 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
     check_output_folder(output, "bag", replace=False)          # before any work
     cfg = load_config(config_path)
+    if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
+        from ..excitation.repeat import Repeated
+        from .closed_chain_workflow import simulate_closed_chain_bag
+        o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
+                                                                  repetitions), output, storage, progress=progress)
+        return SimulateOutcome(o.bag, o.duration, o.samples, o.topics, o.truth_file)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
     sim = simulation_config(cfg.section("simulation"), cad)
@@ -67,6 +74,10 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
                           f"identifies {list(cad.joint_names)}")
     check_trajectory_against_urdf(traj, cad, str(trajectory_path))
+    with progress.stage("check"):
+        # Limits and collisions re-checked here, whatever the file's stored report says.
+        from ..excitation.collision.safety import check_for_use
+        check_for_use(urdf, config_path, traj, package_dirs)
     with progress.stage("model"):
         theta = cad.nominal.copy()
         if sim.payload_mass > 0:
@@ -78,8 +89,16 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
                                                                   sim.truth.viscous, sim.truth.offset)))
-        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, transmission=cad.transmission,
-                           nominal=RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission))
+        hook, nominal = None, RobotModel(cad.urdf_xml, traj.joint_names, transmission=cad.transmission)
+        if hasattr(cad, "springs"):      # the config's springs: MuJoCo tendons with its stiffness and free length
+            from ..model.spring import SpringRobotModel
+            from ..sim.balancer import spring_hook, true_free_length
+            sv = theta[cad.spring_slice()]
+            hook = spring_hook(cad.springs, sv[0::2], true_free_length(cad.springs, sv))
+            nominal = SpringRobotModel(cad.urdf_xml, traj.joint_names, springs=cad.springs.specs,
+                                       transmission=cad.transmission)
+        arm = SimulatedArm(truth_urdf, traj.joint_names, truth, nominal=nominal, spec_hook=hook,
+                           transmission=cad.transmission)
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
@@ -94,6 +113,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        if hasattr(cad, "springs"):
+            truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
         atomic_write_text(staged / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
     truth_file = Path(output) / TRUTH_FILE
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
@@ -188,6 +209,9 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
+        if hasattr(model, "closures"):      # where validate finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                             valid_data=valid_data, force=force)
     return IdentifyOutcome(model, result, validation, out, summary, warnings)
@@ -246,7 +270,13 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         raise ConfigError(f"config {config_path} lists joints {', '.join(cfg.joints)}; the result identifies "
                           f"{', '.join(joints)}" + (f" (missing: {', '.join(missing)})" if missing else "")
                           + (f" (not in the result: {', '.join(extra)})" if extra else ""))
-    model = RobotModel(urdf, joints, locked, friction, transmission=cfg.transmission)
+    xml, _ = read_urdf_text(urdf)
+    from ..mechanisms.closed_chain.config import closed_chain_model
+    from ..model.spring import spring_model
+    model = closed_chain_model(xml, cfg, friction, path=d.get("source", {}).get("closures")) \
+        if cfg.parameters.get("closures") else None
+    if model is None:
+        model = spring_model(xml, joints, locked, friction, config=cfg, transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml "
                           "(another robot?)")

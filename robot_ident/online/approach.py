@@ -67,3 +67,137 @@ def approach_limits(limits: LimitSpec) -> LimitSpec:
     m = limits.margins
     return LimitSpec(limits.joint_names, limits.lower, limits.upper, limits.velocity, limits.acceleration,
                      None, Margins(0.0, m.velocity, m.acceleration, m.effort))
+
+
+# ------------------------------------------------------------ collision-aware approach
+@dataclass(frozen=True)
+class ViaApproach:
+    """Rest-to-rest quintics through one or more intermediate poses (at rest at each)."""
+
+    joint_names: tuple[str, ...]
+    segments: tuple[ApproachTrajectory, ...]
+
+    @property
+    def duration(self) -> float:
+        return float(sum(s.duration for s in self.segments))
+
+    @property
+    def start(self):
+        return self.segments[0].start
+
+    @property
+    def goal(self):
+        return self.segments[-1].goal
+
+    @property
+    def via(self):
+        return [s.goal for s in self.segments[:-1]]
+
+    def sample(self, t):
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        n = len(self.joint_names)
+        q, qd, qdd = (np.empty((t.size, n)) for _ in range(3))
+        t0 = 0.0
+        ends = np.cumsum([s.duration for s in self.segments])
+        for k, seg in enumerate(self.segments):
+            last = k == len(self.segments) - 1
+            sel = (t >= t0) & ((t < ends[k]) | last) if k else ((t < ends[k]) | last)
+            if sel.any():
+                a, b, c = seg.sample(t[sel] - t0)
+                q[sel], qd[sel], qdd[sel] = a, b, c
+            t0 = ends[k]
+        return q, qd, qdd
+
+
+def _path_distances(cm, qa, qb, lever):
+    """Distances along the straight joint-space segment qa -> qb, sampled so that no geometry
+    point moves more than half the margin between samples."""
+    step = 0.5 * max(cm.margin, 1e-3)
+    n = max(2, int(math.ceil(float(np.abs(qb - qa) @ lever) / step)) + 1)
+    s = np.linspace(0.0, 1.0, n)[:, None]
+    return cm.distances(qa + s * (qb - qa))
+
+
+def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision, speed_fraction=0.1,
+                       acceleration_fraction=0.1, min_duration=2.0, candidates: int = 300, seed: int = 0,
+                       dt: float = 1e-3):
+    """The approach from q_now to q_start, around obstacles: the straight quintic if it keeps
+    every checked pair at its margin (or, for a pair already closer at q_now, no closer than
+    it is now less 1 mm), else retract (every joint but the root-most toward the neutral
+    pose), turn, extend, else the shortest collision-free path through one intermediate pose
+    found among `candidates` random poses within the limits (each segment a rest-to-rest
+    quintic). TrajectoryError with the
+    colliding pair when the arm is in collision now or no such path is found: nothing moves."""
+    from ..excitation.collision.check import report_from_distances
+
+    names = tuple(joint_names)
+    q0, q1 = np.asarray(q_now, dtype=float), np.asarray(q_start, dtype=float)
+    b = limits.bounds()
+
+    def quintic(a, c):
+        return plan_approach(names, a, c, b.velocity, b.acceleration, speed_fraction, acceleration_fraction,
+                             min_duration)
+
+    if collision is None or not collision.active:
+        return quintic(q0, q1)
+    cm = collision
+    d_now = cm.distances(q0[None])[0]
+    if (d_now < 0).any():
+        p = int(np.argmin(d_now))
+        raise TrajectoryError(f"the arm is in collision at its current pose ({cm.pair_label(p)}: {d_now[p]:.3g} m); "
+                              "not moving")
+    thr = np.minimum(cm.margins, d_now - 1e-3)
+    d_goal = cm.distances(q1[None])[0]
+    if (d_goal < thr).any():
+        p = int(np.argmin(d_goal - thr))
+        raise TrajectoryError(f"the excitation's start pose is closer than the margin: {cm.pair_label(p)} at "
+                              f"{d_goal[p]:.3g} m; not moving")
+    lever = cm.lever_bounds()
+
+    def clear(qa, qc):
+        return bool((_path_distances(cm, qa, qc, lever) >= thr).all())
+
+    def final(traj):
+        T = float(traj.duration)
+        t = np.linspace(0.0, T, int(math.ceil(T / dt)) + 1)
+        D = cm.distances(traj.sample(t)[0])
+        ok = bool((D >= thr).all())
+        return ok, report_from_distances(cm, t, D, float(t[1] - t[0]))
+
+    direct = quintic(q0, q1)
+    ok, rep = final(direct)
+    if ok:
+        return direct
+    rng = np.random.default_rng(seed)
+    lo = np.where(np.isfinite(b.lower), b.lower, -np.pi)
+    hi = np.where(np.isfinite(b.upper), b.upper, np.pi)
+    # 1. Retract every joint but the root-most toward the neutral pose (often an upright
+    #    or folded home), turn the root joint, extend: q0 -> r(q0) -> r(q1) -> q1.
+    home = np.clip(np.zeros(len(names)), lo, hi)
+    root = int(np.argmin(cm.robot._jid))
+    rest = np.arange(len(names)) != root
+    for a in (0.5, 0.75, 1.0):
+        v0, v1 = q0.copy(), q1.copy()
+        v0[rest] = (1 - a) * q0[rest] + a * home[rest]
+        v1[rest] = (1 - a) * q1[rest] + a * home[rest]
+        pts = [q0, v0] + ([] if np.allclose(v0, v1) else [v1]) + [q1]
+        if all((cm.distances(v[None])[0] >= thr).all() for v in pts[1:-1]) and \
+                all(clear(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])):
+            traj = ViaApproach(names, tuple(quintic(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])))
+            if final(traj)[0]:
+                return traj
+    # 2. One intermediate pose: random around the midpoint, spreading out to the whole range.
+    mid = 0.5 * (q0 + q1)
+    spread = np.linspace(0.1, 1.0, candidates)[:, None] * (hi - lo) * 0.5
+    Q = np.clip(mid + rng.uniform(-1.0, 1.0, (candidates, len(names))) * spread, lo, hi)
+    Dv = cm.distances(Q)
+    good = np.flatnonzero((Dv >= thr + 2e-3).all(axis=1))
+    length = np.abs(Q[good] - q0).sum(1) + np.abs(Q[good] - q1).sum(1)
+    for k in good[np.argsort(length)]:
+        if clear(q0, Q[k]) and clear(Q[k], q1):
+            traj = ViaApproach(names, (quintic(q0, Q[k]), quintic(Q[k], q1)))
+            if final(traj)[0]:
+                return traj
+    raise TrajectoryError(f"the straight approach from the current pose collides ({rep.summary()}) and no "
+                          f"collision-free path through an intermediate pose was found (retract toward the neutral pose, or one of {candidates} "
+                          "random intermediate poses); move the arm closer to the excitation's start pose first. Not moving")

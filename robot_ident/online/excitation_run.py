@@ -45,7 +45,7 @@ from ..errors import TrajectoryError
 from ..excitation.constraints import LimitSpec, check_trajectory
 from ..excitation.families import trajectory_points
 from ..excitation.repeat import Repeated
-from .approach import ApproachTrajectory, approach_limits, plan_approach
+from .approach import ApproachTrajectory, approach_limits, plan_approach, plan_safe_approach
 
 
 class Phase(str, Enum):
@@ -161,7 +161,7 @@ class ExcitationRun:
     joint states arrive, feed events, call `tick(now)` periodically (>= 10 Hz)."""
 
     def __init__(self, trajectory, limits: LimitSpec, settings: ExcitationSettings | None = None,
-                 model=None):
+                 model=None, collision=None):
         self.settings = settings or ExcitationSettings()
         s = self.settings
         self.joint_names = tuple(trajectory.joint_names)
@@ -182,6 +182,13 @@ class ExcitationRun:
         self.report = check_trajectory(self.trajectory, limits, model)
         if not self.report.valid:
             raise TrajectoryError(f"the excitation violates the limits: {self.report.summary()}")
+        self.collision = collision      # CollisionModel: the excitation and the approach are checked with it
+        if collision is not None:
+            from ..excitation.collision.check import check_collisions
+            # Repetitions pass through the same poses: the base trajectory is checked.
+            self.collision_report = check_collisions(trajectory, collision)
+            if not self.collision_report.valid:
+                raise TrajectoryError(f"the excitation collides: {self.collision_report.summary()}")
         self.start_pose = trajectory.sample(np.array([0.0]))[0][0]
         self.phase = Phase.IDLE
         self.detail = ""
@@ -309,8 +316,16 @@ class ExcitationRun:
             return self._abort(now, f"current position of joint(s) {', '.join(outside)} is outside the URDF "
                                     "limits; not moving")
         b = lim.bounds()
-        self.approach = plan_approach(self.joint_names, self._q, self.start_pose, b.velocity, b.acceleration,
-                                      s.approach_speed, s.approach_acceleration, s.approach_min_duration)
+        if self.collision is not None:
+            try:
+                self.approach = plan_safe_approach(self.joint_names, self._q, self.start_pose, lim, self.collision,
+                                                   s.approach_speed, s.approach_acceleration,
+                                                   s.approach_min_duration)
+            except TrajectoryError as exc:
+                return self._abort(now, str(exc))
+        else:
+            self.approach = plan_approach(self.joint_names, self._q, self.start_pose, b.velocity, b.acceleration,
+                                          s.approach_speed, s.approach_acceleration, s.approach_min_duration)
         rep = check_trajectory(self.approach, lim)
         if not rep.valid:
             return self._abort(now, f"the approach violates the limits: {rep.summary()}")

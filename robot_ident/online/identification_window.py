@@ -248,13 +248,16 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
                                 config=str(config_path)),
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
+        if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
+            from ..mechanisms.closed_chain.config import closures_path
+            extra["source"]["closures"] = str(closures_path(cfg, config_path))
         p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                                 valid_data=valid_data)
         if p is not None:
             urdf_text = Path(p).read_text(encoding="utf-8")
     elif result.standard_values is not None:
-        from ..io.urdf_export import write_parameters
-        urdf_text, _ = write_parameters(model, result.standard_values)
+        from ..io.results import identified_urdf_xml
+        urdf_text = identified_urdf_xml(model, result)
     return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text, warnings)
 
 

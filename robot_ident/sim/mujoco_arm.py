@@ -120,7 +120,8 @@ class SimulatedArm:
 
     def __init__(self, urdf: str, joint_names: Sequence[str], truth: JointTruth,
                  control_rate_hz: float = 1000.0, substeps: int = 2, bandwidth_hz: float = 8.0,
-                 nominal: RobotModel | None = None, transmission: Transmission | None = None):
+                 nominal: RobotModel | None = None, transmission: Transmission | None = None,
+                 spec_hook: Callable | None = None):
         self.joint_names = tuple(joint_names)
         self.transmission = (Transmission.identity(self.joint_names) if transmission is None
                              else transmission.for_joints(self.joint_names))
@@ -164,6 +165,8 @@ class SimulatedArm:
             _set_scalar_or_first(j, "damping", float(truth.viscous[k]) if own else 0.0)
             j.frictionloss = float(truth.coulomb[k]) if own else 0.0
         set_simulation_options(spec, self.control_rate_hz, self.substeps)
+        if spec_hook is not None:       # e.g. sim/balancer.py: spring tendons between links
+            spec_hook(spec)
         self.mj_model = spec.compile()
         self.mj_data = mujoco.MjData(self.mj_model)
         jid = [mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_JOINT, nm) for nm in self.joint_names]

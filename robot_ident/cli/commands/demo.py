@@ -21,10 +21,12 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--robot", choices=("demo_arm", "space", "hybrid5"), default="demo_arm",
+    p.add_argument("--robot", choices=("demo_arm", "space", "hybrid5", "palletiser"), default="demo_arm",
                    help="demo_arm: the fixed-base arm (default); space: a free-floating space robot, base then "
                         "grasped payload identified from momentum conservation (LS and GA); hybrid5: source A's "
-                        "5-DOF hybrid machining robot (closed chain, virtual work; WLS and Sobol + GA)")
+                        "5-DOF hybrid machining robot (closed chain, virtual work; WLS and Sobol + GA); palletiser: "
+                        "a palletiser with a shoulder balancer spring, identified with and without the spring, and "
+                        "the stiffness that minimises the peak shoulder torque of a pick-and-place cycle")
     p.add_argument("--velocity-noise", type=float, default=0.001,
                    help="--robot space: velocity noise std as a fraction of each signal's RMS (default: %(default)s)")
     p.set_defaults(func=run)
@@ -36,6 +38,9 @@ def run(args) -> int:
         return run_space(args)
     if getattr(args, "robot", "demo_arm") == "hybrid5":
         return run_hybrid(args)
+    if getattr(args, "robot", "demo_arm") == "palletiser":
+        from ...demos.palletiser import run_palletiser_cli
+        return run_palletiser_cli(args)
     if not args.noise >= 0:
         raise ConfigError(f"--noise must be >= 0, got {args.noise}")
     if args.periods < 1:

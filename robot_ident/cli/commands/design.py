@@ -24,6 +24,12 @@ def add_parser(sub):
     p.add_argument("--max-evals", type=int, help="optimiser evaluation budget")
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--node", default="robot_ident", help="node section of the config (default: %(default)s)")
+    p.add_argument("--payload", action="store_true",
+                   help="excitation for payload identification: only the config's payload.joints move (default: "
+                        "the last three), the others are held at payload.pose; criterion on the payload's columns")
+    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
+                   help="folder holding the packages of package:// collision meshes (<DIR>/<pkg>/...); "
+                        "repeatable, searched before excitation.collision.package_dirs")
     p.set_defaults(func=run)
     return p
 
@@ -31,9 +37,9 @@ def add_parser(sub):
 def run(args) -> int:
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
+    from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.designer import design_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
-    from ...model.robot import RobotModel
 
     cfg = load_excitation_config(args.config, args.node)
     joints = args.joints
@@ -44,7 +50,17 @@ def run(args) -> int:
         raise ConfigError(f"--time-limit must be positive, got {args.time_limit}")
     if args.max_evals is not None and args.max_evals <= 0:
         raise ConfigError(f"--max-evals must be positive, got {args.max_evals}")
-    model = RobotModel(args.urdf, joints)
+    if args.payload:
+        from ._payload import run_design
+        return run_design(args, cfg, joints)
+    from ...mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
+    from ...model.spring import spring_model_from_file   # springs of the config are part of the model
+    model = closed_chain_from_file(args.urdf, args.config, args.node)   # the config's closures: actuated joints
+    closed = model is not None
+    if closed and joints is not None and set(joints) != set(model.joint_names):
+        raise ConfigError("--joints: a closed chain is designed on its actuated joints "
+                          f"({', '.join(model.joint_names)})")
+    model = model or spring_model_from_file(args.urdf, joints, args.config, args.node)
     missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
     if missing:
         raise ConfigError(f"{args.config}: {args.node}.ros__parameters.excitation.acceleration_limits: "
@@ -53,13 +69,36 @@ def run(args) -> int:
     spec = cfg.design_spec(model.joint_names, optimizer=args.optimizer, criterion=args.criterion,
                            family=args.family, max_time=args.time_limit, max_evals=args.max_evals,
                            seed=args.seed)
-    result = design_excitation(model, limits, spec)
+    if closed:      # the collision model needs the passive joints of every pose: not built for closed chains yet
+        print("warning: collisions are NOT checked for a closed chain (its passive joints are not in the collision "
+              "model yet); only the joint limits, passive ones included, are", flush=True)
+        collision = None
+    else:
+        collision = build_collision_model(model, cfg.collision, args.package_dir)
+        if collision.has_geometry:
+            print(collision.describe())
+        else:
+            warn_no_geometry()
+    result = design_excitation(model, limits, spec,
+                               collision=collision if collision is not None and collision.has_geometry else None)
+    if closed:      # passive joints from the closure solver against their URDF limits
+        bad = passive_limit_violations(model, result.trajectory, dt=0.01)
+        if bad:
+            raise ConfigError("the designed trajectory takes passive joint(s) out of their limits or the "
+                              "mechanism out of its workspace: " + "; ".join(
+                                  f"{b['joint']} at t = {b['time']:.2f} s" + (f" ({b['reason']})" if "reason" in b
+                                                                           else f" ({b['value']:.4g})")
+                                  for b in bad))
     save_trajectory(args.output, TrajectoryFile.from_design(result))
     o = result.optimizer
     print(f"{spec.family} trajectory for {len(model.joint_names)} joints, {spec.optimizer}: "
           f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "
           f"{o.n_evals} evaluations in {o.wall_time:.1f} s")
     print(f"limits: {result.report.summary()}")
+    if result.collision_report is not None:
+        print(f"collisions: {result.collision_report.summary()}")
+    else:
+        warn_no_geometry()
     if not result.cond < 1e6:
         print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
               f"the {spec.family} family cannot excite every base parameter of these joints")

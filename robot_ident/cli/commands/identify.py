@@ -21,7 +21,8 @@ def add_parser(sub):
                    help="CSV or NPZ table (layout: README 'Tables and arrays'); repeatable")
     p.add_argument("--validate-bag", action="append", default=[], metavar="PATH",
                    help="a whole recording (bag or table) kept for validation only; repeatable")
-    p.add_argument("--urdf", required=True, help="robot URDF (CAD values are the prior and the fallback)")
+    p.add_argument("--urdf", help="robot URDF (CAD values are the prior and the fallback); required unless "
+                                  "--payload --result")
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML")
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", choices=sorted(ESTIMATORS), default=None,
@@ -41,6 +42,12 @@ def add_parser(sub):
     p.add_argument("--force", action="store_true",
                    help="identify even when the plausibility checks refuse the input, and replace an output "
                         "folder that is not a robot_ident result")
+    p.add_argument("--payload", action="store_true",
+                   help="identify a payload on the config's payload.frame with the arm known (--result or --urdf)")
+    p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
+    p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
+    p.add_argument("--refit-friction", action="store_true",
+                   help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -78,6 +85,13 @@ def _cutoff(value) -> float | None:
 
 
 def run(args) -> int:
+    if args.payload:
+        from ._payload import run_identify
+        if len(args.bag) != 1 or args.table or args.validate_bag:
+            raise ConfigError("identify --payload takes exactly one --bag (no --table or --validate-bag)")
+        return run_identify(args)
+    if args.urdf is None:
+        raise ConfigError("--urdf is required (except with --payload --result)")
     if not args.bag and not args.table:
         raise ConfigError("give at least one recording: --bag PATH or --table PATH")
     cutoff = _cutoff(args.cutoff)

@@ -17,12 +17,14 @@ def add_parser(sub):
     p.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3")
     p.add_argument("--repetitions", type=int, default=1, help="times the trajectory is run (default 1)")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
+                   help="folder holding the packages of package:// collision meshes; repeatable")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     o = simulate_to_bag(args.urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
-                        Progress(quiet=args.quiet))
+                        Progress(quiet=args.quiet), package_dirs=args.package_dir)
     topics = ", ".join(f"{t} ({n} messages)" for t, n in o.topics.items())
     print(f"wrote {o.bag}: {o.duration:.2f} s, {topics}; true parameters in {o.truth_file}")
     return 0

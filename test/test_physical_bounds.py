@@ -1,0 +1,176 @@
+"""Plausible physical estimates (issue 12): the data where they speak, CAD elsewhere,
+bounds that hold and say when they bite."""
+import numpy as np
+import pinocchio as pin
+import pytest
+import yaml
+
+from conftest import random_states
+from robot_ident.data.signals import ProcessedData
+from robot_ident.errors import ConfigError, IdentificationError
+from robot_ident.estimation import build_problem, physically_consistent, wls
+from robot_ident.estimation.body_bounds import (PhysicalBounds, body_regions, geometry_boxes,
+                                                implausible_bodies, parse_physical_bounds)
+from robot_ident.estimation.physical import is_physical
+from robot_ident.estimation.pipeline import identification_config
+from robot_ident.io.results import result_to_dict, write_identified_urdf
+from robot_ident.model.robot import RobotModel
+
+PAYLOAD = 1.0
+
+
+def truth_theta(model, seed=0):
+    """CAD masses and inertias +-20 %, centres of mass shifted by up to 1 cm, a 1 kg payload
+    on the flange body, friction, armature and offsets."""
+    rng = np.random.default_rng(seed)
+    theta = model.nominal.copy()
+    for b in model.layout.body_joints:
+        I = model.body_inertia(theta, b)
+        f = 1 + rng.uniform(-0.2, 0.2)
+        theta[model.layout.inertial_slice(b)] = pin.Inertia(I.mass * f, I.lever + rng.uniform(-0.01, 0.01, 3),
+                                                            I.inertia * f).toDynamicParameters()
+    last = model.layout.inertial_slice(model.layout.body_joints[-1])
+    theta[last] += pin.Inertia(PAYLOAD, np.array([0.0, 0.1, 0.0]), np.eye(3) * 1e-3).toDynamicParameters()
+    for j in model.joint_names:
+        theta[model.layout.index(f"{j}.Fc")] *= 1.3
+        theta[model.layout.index(f"{j}.Ia")] = 0.05
+        theta[model.layout.index(f"{j}.off")] = 0.1
+    return theta
+
+
+def data_for(model, theta, n=500, seed=1, noise=0.01):
+    q, qd, qdd = random_states(model, n, seed=seed, vel=1.5, acc=6)
+    tau = model.efforts(q, qd, qdd, theta)
+    rng = np.random.default_rng(seed + 7)
+    sigma = noise * np.sqrt(np.mean(tau ** 2, axis=0))
+    meas = tau + rng.normal(size=tau.shape) * sigma
+    return ProcessedData(np.arange(n) * 0.01, model.joint_names, q, qd, qdd, meas, meas), tau
+
+
+@pytest.fixture(scope="module")
+def case(model, base):
+    theta = truth_theta(model)
+    data, _ = data_for(model, theta)
+    problem = build_problem(model, base, data)
+    valid, clean = data_for(model, theta, n=300, seed=50, noise=0.0)
+    return theta, problem, valid, clean, wls(problem)
+
+
+def held_out_rms(res, model, valid, clean):
+    pred = res.predict(model, valid.q, valid.qd, valid.qdd)
+    return np.sqrt(np.mean((pred - clean) ** 2, axis=0))
+
+
+def test_masses_follow_the_data_where_seen_and_cad_where_not(model, case):
+    theta, problem, valid, clean, ref = case
+    bounds = parse_physical_bounds({"bodies": {"wrist_3": {"mass": [0.2, 2.5]}}})   # payload declared
+    res = physically_consistent(problem, bounds)
+    seen = 0
+    for b in model.layout.body_joints:
+        info = res.bodies[b]
+        sl = model.layout.inertial_slice(b)
+        lo, hi = info["mass_bounds"]
+        assert lo <= info["mass"] <= hi and is_physical(res.standard_values[sl]), b
+        if info["mass_data_share"] >= 0.5:
+            seen += 1
+            assert abs(info["mass"] / theta[sl][0] - 1) <= 0.2, (b, info, theta[sl][0])
+        else:
+            assert abs(info["mass"] / model.nominal[sl][0] - 1) <= 0.05, (b, info)
+    # the first body turns about a vertical axis: its mass is invisible to joint torques
+    assert res.bodies["shoulder_pan"]["mass_data_share"] < 0.1
+    assert abs(res.bodies["shoulder_pan"]["mass"] - model.nominal[0]) < 1e-3 * model.nominal[0]
+    assert seen >= 3
+    # ... and the fit is WLS's: held-out error within 1 % on every joint
+    r_phys, r_wls = held_out_rms(res, model, valid, clean), held_out_rms(ref, model, valid, clean)
+    noise = 0.01 * np.sqrt(np.mean(clean ** 2, axis=0))
+    assert np.all(np.hypot(r_phys, noise) <= 1.01 * np.hypot(r_wls, noise)), (r_phys, r_wls)
+
+
+def test_an_undeclared_payload_stops_at_the_mass_bound_and_says_so(model, case):
+    _, problem, _, _, _ = case
+    res = physically_consistent(problem)                      # default: [0.5, 2] x CAD
+    flange = res.bodies["wrist_3"]
+    assert flange["mass"] == pytest.approx(2 * model.nominal[model.layout.index("wrist_3.m")], rel=1e-3)
+    assert "mass_max" in flange["bounds_active"]
+    for b, info in res.bodies.items():
+        assert info["mass_bounds"][0] <= info["mass"] <= info["mass_bounds"][1] * (1 + 1e-9), b
+        assert "mass_min" not in info["bounds_active"], b
+    d = yaml.safe_load(yaml.safe_dump(result_to_dict(res, model)))   # plain YAML types only
+    assert "mass_max" in d["standard_parameters"]["bodies"]["wrist_3"]["bounds_active"]
+
+
+def test_centre_of_mass_region_and_total_mass_bounds_hold(model, case):
+    _, problem, _, _, _ = case
+    bounds = parse_physical_bounds({"com_radius": 0.12, "total_mass": [10.0, 17.5],
+                                    "bodies": {"wrist_3": {"mass": [0.2, 2.5]}}})
+    res = physically_consistent(problem, bounds)
+    total = sum(res.bodies[b]["mass"] for b in model.layout.body_joints)
+    assert 10.0 - 1e-6 <= total <= 17.5 + 1e-6 and total > 17.4     # truth is heavier: bound bites
+    assert "total_mass_max" in res.extra["bounds_active_global"]
+    for b in model.layout.body_joints:
+        reg = res.bodies[b]["com_region"]
+        com = np.array(res.bodies[b]["com"])
+        assert np.linalg.norm(com - reg["center"]) <= reg["radius"] * (1 + 1e-9), b
+    # the elbow link (CAD centre of mass 0.2 m out) needs a larger sphere than asked: grown, and said
+    assert res.bodies["elbow"]["com_region"].get("grown_to_hold_cad")
+
+
+def test_geometry_boxes_from_collision_meshes(panda_urdf):
+    from conftest import PANDA_ARM
+    m = RobotModel(panda_urdf, PANDA_ARM)
+    boxes, note = geometry_boxes(m)
+    assert note is None and set(boxes) == set(m.layout.body_joints[:7]) | set(boxes)
+    regions, _ = body_regions(m, PhysicalBounds(), m.nominal)
+    for b in m.layout.body_joints:
+        th = m.nominal[m.layout.inertial_slice(b)]
+        reg = regions[b]
+        assert reg.kind == "box" and reg.source == "collision", (b, reg)
+        assert np.all(np.abs(th[1:4] / th[0] - reg.center) < reg.half), b
+        assert 0.03 < reg.half.max() < 0.4, (b, reg.half)
+
+
+def test_demo_arm_without_geometry_gets_kinematic_spheres(model):
+    regions, _ = body_regions(model, PhysicalBounds(), model.nominal)
+    assert all(r.kind == "sphere" and r.source == "kinematics" for r in regions.values())
+    # shoulder_lift's sphere holds the elbow joint 0.44 m away
+    assert regions["shoulder_lift"].half[0] > 0.44
+
+
+def test_config_section_is_parsed_and_checked(model, case):
+    icfg = identification_config({"physical": {"mass_ratio": [0.8, 1.5], "com_region": "sphere",
+                                               "bodies": {"wrist_3": {"mass": [0.1, 3]}}}})
+    pb = icfg.settings.physical
+    assert pb.mass_ratio == (0.8, 1.5) and pb.com_region == "sphere" and pb.bodies["wrist_3"]["mass"] == (0.1, 3.0)
+    assert identification_config({}).settings.physical == PhysicalBounds()
+    with pytest.raises(ConfigError, match=r"identification\.physical\.mass_ratio"):
+        identification_config({"physical": {"mass_ratio": [2, 1]}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        identification_config({"physical": {"mass_range": [0.5, 2]}})
+    with pytest.raises(ConfigError, match="com_region"):
+        identification_config({"physical": {"com_region": "hull"}})
+    with pytest.raises(ConfigError, match="'gripper' is not a body"):
+        physically_consistent(case[1], parse_physical_bounds({"bodies": {"gripper": {"mass": [0, 1]}}}))
+
+
+def test_identified_urdf_never_carries_an_absurd_body(model, case, tmp_path):
+    """An estimator without bounds (here a doctored result) that returns a 700 kg link and a
+    10 g link with its centre of mass 2.3 m away: identified.urdf keeps CAD for both."""
+    _, problem, _, _, _ = case
+    res = physically_consistent(problem)
+    theta = res.standard_values.copy()
+    sl = model.layout.inertial_slice("elbow")
+    theta[sl] = pin.Inertia(700.0, np.array([0, 0, 0.2]), np.eye(3)).toDynamicParameters()
+    sl6 = model.layout.inertial_slice("wrist_1")
+    theta[sl6] = pin.Inertia(0.9, np.array([2.3, 0, 0]), np.eye(3) * 1e-4).toDynamicParameters()
+    assert set(implausible_bodies(model, theta)) == {"elbow", "wrist_1"}
+    res.standard_values, res.bodies = theta, None
+    path = write_identified_urdf(tmp_path, model, res)
+    text = path.read_text()
+    assert "elbow (implausible: mass 700 kg" in text and "wrist_1 (implausible: centre of mass" in text
+    loaded = RobotModel(path)
+    np.testing.assert_allclose(loaded.nominal[sl], model.nominal[sl], rtol=1e-8)
+
+
+def test_infeasible_bounds_are_refused_with_the_bound_named(case):
+    with pytest.raises(IdentificationError, match="total_mass_min"):
+        physically_consistent(case[1], parse_physical_bounds({"total_mass": [100.0, 200.0]}))
