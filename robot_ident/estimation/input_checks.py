@@ -13,7 +13,7 @@ import numpy as np
 from ..data.signals import concatenate
 from ..data.sync import SyncResult
 from .pipeline import process_segments
-from .plausibility import Finding, check_gains, check_recordings, check_unidentified_motion
+from .plausibility import Finding, check_cad, check_gains, check_recordings, check_unidentified_motion
 
 
 @dataclass
@@ -53,7 +53,8 @@ def recording_findings(model, segments, report, method: str, states_topic: str =
 def check_input(model, sync: SyncResult, settings, states_topic: str = "/joint_states",
                 effort_topic: str = "", effort_label: str = "effort") -> InputCheck:
     """Plausibility findings and the processed segments."""
-    findings: list[Finding] = check_recordings(model, sync.segments, settings.method, effort_label)
+    findings: list[Finding] = check_cad(model, settings.method)
+    findings += check_recordings(model, sync.segments, settings.method, effort_label)
     findings += check_unidentified_motion(model, sync.report.other_joints, states_topic)
     findings += lag_findings(sync, effort_topic)
     parts, summary = process_segments(sync, model.joint_names, settings)

@@ -240,6 +240,32 @@ def check_unidentified_motion(model, other_ranges: dict, topic: str) -> list[Fin
     return out
 
 
+def check_cad(model, method: str) -> list[Finding]:
+    """The URDF's inertial values, which the physically consistent estimators take as prior,
+    start and bounds: a negative mass or an impossible inertia is refused for them (a
+    warning for the others); a body without mass is a warning."""
+    from .physical import pseudo_inertia
+    layout = getattr(model, "layout", None)
+    if layout is None or not hasattr(layout, "body_joints"):
+        return []
+    physical = method in ("physical", "sobol-ga", "sobol-ls")
+    out = []
+    for j in layout.body_joints:
+        ph = np.asarray(model.nominal[layout.inertial_slice(j)], float)
+        if not np.isfinite(ph).all():
+            continue
+        if ph[0] < 0 or (ph[0] > 0 and np.linalg.eigvalsh(pseudo_inertia(ph)).min() < -1e-12 * max(ph[0], 1.0)):
+            what = f"mass {ph[0]:.4g} kg" if ph[0] < 0 else "an inertia no body can have"
+            out.append(Finding("error" if physical else "warning", f"joint {j!r}",
+                               f"the URDF gives the body it moves {what}: fix its <inertial>"
+                               + ("; the physically consistent estimate takes it as prior and bounds (or use "
+                                  "--method wls)" if physical else "")))
+        elif ph[0] == 0 and physical:
+            out.append(Finding("warning", f"joint {j!r}", "the URDF gives the body it moves no mass (no "
+                                                          "<inertial>?): its physical bounds come from defaults"))
+    return out
+
+
 def enforce(findings: Sequence[Finding], force: bool = False) -> None:
     """Raise `PlausibilityError` (one line) when a finding is an error, unless `force`."""
     errors = [f for f in findings if f.severity == "error"]

@@ -107,7 +107,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     implausible input is refused unless `force`."""
     from ..estimation.conditioning import quality_warnings
     from ..estimation.input_checks import recording_findings
-    from ..estimation.plausibility import check_gains, enforce
+    from ..estimation.plausibility import check_cad, check_gains, enforce
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
 
@@ -132,7 +132,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         loaded += [load_input(p, cfg, "validate") for p in validate_inputs]
     ident_inputs = [x for x in loaded if x.role == "identify"]
     valid_inputs = [x for x in loaded if x.role == "validate"]
-    findings = []
+    findings = check_cad(model, settings.method)
     for x in ident_inputs:
         findings += recording_findings(model, x.segments, x.report, settings.method, cfg.joint_states_topic,
                                        cfg.current_topic, cfg.effort_field, label=x.path if len(inputs) > 1 else "")
