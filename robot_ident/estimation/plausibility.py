@@ -178,7 +178,13 @@ def gain_slopes(model, data, pred=None) -> dict:
     """Per joint: (slope, partial correlation) of the measured effort regressed on a
     prediction (default: the CAD model's rigid-body efforts) with offset, viscous,
     Coulomb and armature (qdd) terms (`data`: `signals.ProcessedData`)."""
-    pred = model.rnea(data.q, data.qd, data.qdd) if pred is None else pred
+    if pred is None:
+        if hasattr(model, "rnea"):
+            pred = model.rnea(data.q, data.qd, data.qdd)
+        elif hasattr(model, "efforts"):          # closed chains: the nominal model's efforts
+            pred = model.efforts(data.q, data.qd, data.qdd)
+        else:
+            return {}
     out = {}
     scale = model.friction.coulomb_velocity_scale
     for k, j in enumerate(model.joint_names):
