@@ -75,7 +75,8 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
         assert r <= 1.3 * noise[j], (j, r, noise[j])
     kv = dict(s.key_values())
     assert kv["method"] == node.result.method and f"validation_rms.{s.joints[0]}" in kv
-    assert len(kv) == 3 + len(s.names) + len(s.joints)
+    assert len(kv) == 3 + len(s.warnings) + len(s.names) + len(s.joints)
+    assert all(v.startswith("warning: ") for k, v in kv.items() if k.startswith("warning."))
 
 
 def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_urdf, tmp_path):
@@ -94,13 +95,18 @@ def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_u
     assert (rec.bag / "metadata.yaml").is_file() and rec.messages == len(msgs)
     status = []
     node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls",
-                             progress=StatusProgress(status.append, interval=0.0))
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False)
+                             progress=StatusProgress(status.append, interval=0.0), stream_above_messages=0)
+    assert "input plausibility checks were not run" in node.warnings[0]
+    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False,
+                       streaming=True)
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
     assert node.holdout == 0.2 and (tmp_path / "node" / "result.yaml").is_file()
     assert any(s.startswith("identifying: [read bag]") and "msg/s" in s for s in status)
     assert any(s.startswith("identifying: [identify]") for s in status)
+    checked = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node2", CONFIG, method="wls")   # short: read back
+    np.testing.assert_allclose(checked.result.values, node.result.values, rtol=1e-9)
+    assert not any("were not run" in w for w in checked.warnings)
 
 
 def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag, demo_urdf):
