@@ -256,11 +256,12 @@ def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
 
 
 def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
-                 output=None) -> ValidateOutcome:
+                 output=None, streaming: bool = False, warn=_stderr) -> ValidateOutcome:
     """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
     other joints, a URDF of another layout, or a bag whose efforts do not follow the
     result's prediction (another robot) is a one-line error. Writes `output` (default
-    DIR/validation.yaml), checked before any work."""
+    DIR/validation.yaml), checked before any work. `streaming` (a serial arm's bag): bounded
+    memory, without the input checks and the other-robot check (a warning says so)."""
     from ..estimation.plausibility import enforce, gain_slopes
     from ..io.config import load_config
     from ..io.staging import OutputError, check_writable_path
@@ -298,6 +299,24 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
         from dataclasses import replace
         vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    settings = d.get("settings", {})
+    thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
+    guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
+    if streaming:
+        if hasattr(model, "closures") or hasattr(model, "springs") or Path(bag).suffix.lower() in (".csv", ".npz"):
+            raise ConfigError("validate --stream takes a rosbag2 recording of a serial arm")
+        from ..estimation.streamed import validate_streamed
+        line = ("warning: streamed validation: the input checks and the other-robot check are not run on a "
+                "streamed recording; run without --stream to check it")
+        warn(line)
+        sigma = np.array([raw[j] for j in model.joint_names])
+        report, n = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma, progress,
+                                      samples_folder=out.parent)
+        doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
+               "dead_band": {"velocity": thr, "reversal_guard_s": guard},
+               "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
+               "warnings": [line], "joints": report.as_dict()}
+        return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
     with progress.stage("read bag"):
         sync = read_sync(bag, cfg)
     from ..estimation.plausibility import check_recordings, check_unidentified_motion
@@ -309,9 +328,6 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         except SignalError as exc:
             raise SignalError(f"bag {bag}: {exc}") from exc
     data = concatenate(parts)
-    settings = d.get("settings", {})
-    thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
-    guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
         from ..estimation.plausibility import Finding
