@@ -1,24 +1,25 @@
-"""Throughput and memory of the bag -> identification path on a 7-joint arm.
+"""Streaming ingest: bag read rate, end-to-end `robot-ident identify` time and peak memory
+against the recording's length, for the demo arm (6 joints) and the Panda (7 joints).
 
-A 7-joint arm (the Panda of example-robot-data, or a generated 7-joint chain when
-that is not installed) follows a Fourier excitation in the MuJoCo simulator for
-`--duration` seconds at 1 kHz. The run is written as a rosbag2 (``/joint_states`` at
-500 Hz, ``/dynamic_joint_states`` with the ``current`` interface at 1 kHz, currents
-from the inverse actuator model plus noise) in each storage. Each bag is then
-ingested in a fresh process, stage by stage:
+Each arm follows a Fourier excitation in the MuJoCo simulator for the longest duration
+at 1 kHz; the first 60 / 300 / 600 s are written as rosbag2 folders (``/joint_states``
+500 Hz with positions and velocities, ``/dynamic_joint_states`` 1 kHz with the
+``current`` interface, currents from the inverse actuator model plus noise). Then, each
+in a fresh process:
 
-  read     bag reading + message deserialisation + conversion to arrays
-  sync     synchronisation onto the 1 kHz grid + current -> effort
-  process  low-pass, differentiation, decimation to 200 Hz (signals.process)
-  regress  base regressor (estimation.build_problem, or RobotModel + BaseParameters)
-  solve    WLS (estimation.wls, or numpy lstsq when estimation is absent)
+  read      `data.bag_stream.bag_chunks` over both topics (read + batch CDR decoding into
+            arrays), messages per second, sqlite3 and mcap;
+  identify  the whole command ``python -m robot_ident.cli identify --no-plots`` with
+            ``wls`` and ``physical`` (sqlite3 bag): wall time of the process (imports
+            included), its CPU time (user + system: what it costs on an idle core; on a
+            shared machine the wall time is an upper bound) and its peak resident
+            memory (VmHWM).
 
-and prints samples per second (1 kHz recording samples / wall time) and the peak
-resident memory of that process (``VmHWM``; ``ru_maxrss`` elsewhere) next to its memory
-after imports, model and base parameters. A scaling table ingests bags of several lengths to show how peak
-memory grows with the recording length (linearly, not with its square).
+Peak memory should not grow with the recording: the last column compares each peak with
+the 60 s one. Add ``--in-memory`` to run the old whole-recording path for comparison
+(``identify_bag(..., streaming=False)``).
 
-    python bench/ingest.py [--duration 60] [--storages sqlite3 mcap] [--scaling 15 30 60]
+    python bench/ingest.py [--durations 60 300 600] [--arms demo panda] [--methods wls physical]
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,183 +120,151 @@ def write_config(path: Path, joints) -> None:
     path.write_text(CONFIG_TEMPLATE.format(joints=", ".join(joints), actuators="\n".join(lines)))
 
 
-# ---------------------------------------------------------------------- ingest (child)
-def ingest(bag: str, urdf: str, config: str, trace: bool) -> dict:
-    """Runs in a fresh process: every stage of the bag -> estimate path, timed."""
-    from robot_ident.model.base import BaseParameters
-    from robot_ident.data.bag import read_streams
+# ----------------------------------------------------------------------- children
+def child_read(bag: str, config: str) -> dict:
+    from robot_ident.data.bag_stream import bag_chunks
     from robot_ident.io.config import load_config
-    from robot_ident.model.robot import RobotModel
-    from robot_ident.data.signals import FilterOptions, process
-    from robot_ident.data.sync import synchronise
-    try:
-        from robot_ident.estimation import build_problem, wls
-    except ImportError:
-        build_problem = wls = None
     cfg = load_config(config)
-    model = RobotModel(Path(urdf).read_text(), cfg.joints)
-    base = BaseParameters.from_model(model)
-    if trace:
-        import tracemalloc
-        tracemalloc.start()
-    rss0 = _maxrss_mb()
-    out = {"rss_after_imports_mb": rss0, "stages": {}}
-
-    def stage(name, fn):
-        t0 = time.perf_counter()
-        r = fn()
-        out["stages"][name] = time.perf_counter() - t0
-        if trace:
-            out.setdefault("traced_peak_mb", {})[name] = tracemalloc.get_traced_memory()[1] / 2**20
-            tracemalloc.reset_peak()
-        return r
-
     topics = {cfg.joint_states_topic: ("joint_state", None),
               cfg.current_topic: (cfg.current_kind, cfg.current_interface)}
-    streams = stage("read", lambda: read_streams(bag, topics))
+    t0, c0 = time.perf_counter(), time.process_time()
+    n = 0
+    for chunk in bag_chunks(bag, topics):
+        n += sum(len(s) for s in chunk.values())
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"messages": n, "seconds": dt, "rate": n / dt, "cpu_rate": n / cpu, "peak_rss_mb": _maxrss_mb()}
 
-    def do_sync():
-        res = synchronise(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg.joints,
-                          options=cfg.sync, effort_field=cfg.effort_field)
-        return [cfg.actuators.apply(r) for r in res.segments], res.report
-    segments, report = stage("sync", do_sync)
-    rec = max(segments, key=lambda r: r.n_samples)
-    data = stage("process", lambda: process(rec, FilterOptions()))
-    if build_problem is not None:
-        problem = stage("regress", lambda: build_problem(model, base, data))
-        result = stage("solve", lambda: wls(problem))
-        pred = problem.W @ result.values
-        y, rows = problem.y, problem.joint_of_row
-        out["solver"] = "estimation.wls"
+
+def child_identify(bag: str, urdf: str, config: str, method: str, out: str, in_memory: bool) -> dict:
+    if in_memory:
+        from robot_ident.offline.bag_workflow import identify_bag
+        r = identify_bag(bag, urdf, config, out, method=method, plots=False, streaming=False).result
     else:
-        W = stage("regress", lambda: base.regressor(model.regressor(data.q, data.qd, data.qdd)))
-        y = data.effort.reshape(-1)
-        x = stage("solve", lambda: np.linalg.lstsq(W, y, rcond=None)[0])
-        pred = W @ x
-        rows = np.tile(np.arange(model.n), data.n_samples)
-        out["solver"] = "numpy.linalg.lstsq"
-    out["rel_rms"] = [float(np.sqrt(np.mean((y - pred)[rows == k] ** 2)) / np.sqrt(np.mean(y[rows == k] ** 2)))
-                      for k in range(model.n)]
-    out["samples"] = rec.n_samples
-    out["segments"] = len(segments)
-    out["regressor_rows"] = int(data.n_samples * model.n)
-    out["n_base"] = base.size
-    out["peak_rss_mb"] = _maxrss_mb()
-    out["dropped"] = {r.role: r.duplicates + r.nan_samples for r in report.streams.values()}
+        from robot_ident.cli import main
+        code = main(["identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
+                     "--method", method, "--no-plots", "--quiet"])
+        if code:
+            raise SystemExit(code)
+        r = None
+    return {"peak_rss_mb": _maxrss_mb(), "n_rows": None if r is None else r.n_rows}
+
+
+def run_child(*args) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, __file__, "--child", *map(str, args)]
+    t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stdout}\n{p.stderr}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["wall_s"] = wall
+    out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     return out
 
 
-BLAS_THREADS = "1"
-
-
-def run_child(bag, urdf, config, trace=False) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    if BLAS_THREADS:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = BLAS_THREADS
-    cmd = [sys.executable, __file__, "--ingest", str(bag), "--urdf", str(urdf), "--config", str(config)]
-    if trace:
-        cmd.append("--trace")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode:
-        raise SystemExit(f"ingest failed:\n{p.stderr}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
 # ---------------------------------------------------------------------- main (parent)
+def demo_arm() -> tuple[str, tuple[str, ...], str, Path]:
+    from robot_ident.io.config import load_config
+    cfg = ROOT / "config" / "demo_arm.yaml"
+    return (ROOT / "urdf" / "demo_arm.urdf").read_text(), tuple(load_config(cfg).joints), "demo arm", cfg
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--durations", type=float, nargs="+", default=[60.0, 300.0, 600.0])
+    ap.add_argument("--arms", nargs="+", default=["demo", "panda"], choices=["demo", "panda"])
+    ap.add_argument("--methods", nargs="+", default=["wls", "physical"])
     ap.add_argument("--storages", nargs="+", default=["sqlite3", "mcap"])
-    ap.add_argument("--scaling", type=float, nargs="*", default=[15.0, 30.0, 60.0])
     ap.add_argument("--current-noise", type=float, default=0.005, help="A")
-    ap.add_argument("--blas-threads", default="1",
-                    help="OPENBLAS/OMP/MKL thread count in the ingest processes ('' = leave the environment); "
-                         "multi-threaded OpenBLAS on a busy machine made the solve 20-300x slower here")
-    ap.add_argument("--ingest", help=argparse.SUPPRESS)
-    ap.add_argument("--urdf", help=argparse.SUPPRESS)
-    ap.add_argument("--config", help=argparse.SUPPRESS)
-    ap.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--in-memory", action="store_true", help="also time the whole-recording path")
+    ap.add_argument("--work", help="folder for the bags (default: a new temporary folder)")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.ingest:
-        print(json.dumps(ingest(args.ingest, args.urdf, args.config, args.trace)))
+    if args.child:
+        kind, rest = args.child[0], args.child[1:]
+        if kind == "read":
+            print(json.dumps(child_read(*rest)))
+        else:
+            bag, urdf, config, method, out, mem = rest
+            print(json.dumps(child_identify(bag, urdf, config, method, out, mem == "1")))
         return
 
-    global BLAS_THREADS
-    BLAS_THREADS = args.blas_threads
-    from robot_ident.excitation.fourier import FourierTrajectory
     from robot_ident.data.bag import write_bag_from_config
+    from robot_ident.excitation.fourier import FourierTrajectory
     from robot_ident.io.config import load_config
     from robot_ident.model.robot import RobotModel
-    from robot_ident.sim.mujoco_arm import JointTruth, SimulatedArm
+    from robot_ident.sim.mujoco_arm import JointTruth, SimNoise, SimulatedArm
 
-    xml, joints, label = arm_description()
-    n = len(joints)
-    work = Path(tempfile.mkdtemp(prefix="ri_ingest_"))
-    urdf = work / "arm.urdf"
-    urdf.write_text(xml)
-    cfg_path = work / "config.yaml"
-    write_config(cfg_path, joints)
-    cfg = load_config(cfg_path)
+    work = Path(args.work or tempfile.mkdtemp(prefix="ri_ingest_"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"work folder {work}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start\n")
+    rows = []
+    for arm in args.arms:
+        if arm == "demo":
+            xml, joints, label, cfg_path = demo_arm()
+        else:
+            xml, joints, label = arm_description()
+            cfg_path = work / "panda_config.yaml"
+            write_config(cfg_path, joints)
+        urdf = work / f"{arm}.urdf"
+        urdf.write_text(xml)
+        cfg = load_config(cfg_path)
+        n = len(joints)
+        model = RobotModel(xml, joints)
+        truth = JointTruth(np.full(n, 0.1), np.linspace(0.3, 0.8, n), np.linspace(0.2, 0.5, n),
+                           np.linspace(-0.2, 0.2, n))
+        traj = FourierTrajectory.random_within_limits(joints, model.limits.lower, model.limits.upper,
+                                                      0.5 * model.limits.velocity, np.full(n, 3.0),
+                                                      wf=0.2 * np.pi, harmonics=5, seed=3)
+        rec = None
+        for d in sorted(args.durations):
+            bags = {st: work / f"{arm}_{st}_{d:g}s" for st in args.storages}
+            for b in bags.values():
+                if b.exists() and not (b / "metadata.yaml").exists():    # an interrupted write
+                    shutil.rmtree(b)
+            if not all(b.exists() for b in bags.values()):
+                if rec is None:
+                    t0 = time.perf_counter()
+                    rec = SimulatedArm(xml, joints, truth).run(traj, duration=max(args.durations),
+                                                               noise=SimNoise()).recording
+                    print(f"{label}: simulated {rec.duration:.0f} s at 1 kHz in {time.perf_counter() - t0:.0f} s")
+                part = rec.slice_time(0.0, d)
+                for st, b in bags.items():
+                    if not b.exists():
+                        write_bag_from_config(b, part, cfg, storage=st, current_noise_std=args.current_noise)
+            row = {"arm": label, "joints": n, "duration": d}
+            for st, b in bags.items():
+                o = run_child("read", b, cfg_path)
+                row[f"read_{st}"], row[f"read_cpu_{st}"] = o["rate"], o["cpu_rate"]
+                row["messages"] = o["messages"]
+            main_bag = bags[args.storages[0]]
+            for m in args.methods:
+                o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"res_{arm}_{m}_{d:g}", "0")
+                row[f"{m}_s"], row[f"{m}_cpu"], row[f"{m}_rss"] = o["wall_s"], o["cpu_s"], o["peak_rss_mb"]
+                if args.in_memory:
+                    o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"mem_{arm}_{m}_{d:g}", "1")
+                    row[f"{m}_mem_s"], row[f"{m}_mem_rss"] = o["wall_s"], o["peak_rss_mb"]
+            rows.append(row)
+            print(_format_row(row, args, rows), flush=True)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f} (2 cores shared with other work: "
+          "wall times are upper bounds)")
 
-    model = RobotModel(xml, joints)
-    truth = JointTruth(np.full(n, 0.1), np.linspace(0.3, 0.8, n), np.linspace(0.2, 0.5, n),
-                       np.linspace(-0.2, 0.2, n))
-    traj = FourierTrajectory.random_within_limits(joints, model.limits.lower, model.limits.upper,
-                                                  0.5 * model.limits.velocity, np.full(n, 3.0),
-                                                  wf=0.2 * np.pi, harmonics=5, seed=3)
-    durations = sorted(set([args.duration] + [d for d in args.scaling if d <= args.duration]))
-    t0 = time.perf_counter()
-    sim = SimulatedArm(xml, joints, truth).run(traj, duration=max(durations))
-    t_sim = time.perf_counter() - t0
-    rec = sim.recording
-    print(f"arm: {label}, {n} joints; simulated {rec.duration:.0f} s at {rec.sample_rate:.0f} Hz "
-          f"({rec.n_samples} samples) in {t_sim:.1f} s")
-    print(f"bags: /joint_states 500 Hz (position, velocity), /dynamic_joint_states 1 kHz (position, current), "
-          f"current noise {args.current_noise} A; BLAS threads in the ingest processes: "
-          f"{BLAS_THREADS or os.environ.get('OPENBLAS_NUM_THREADS', 'default')}; work folder {work}\n")
 
-    def bag_for(duration, storage):
-        path = work / f"bag_{storage}_{duration:g}s"
-        if not path.exists():
-            r = rec.slice_time(0.0, duration)
-            t0 = time.perf_counter()
-            write_bag_from_config(path, r, cfg, storage=storage, current_noise_std=args.current_noise)
-            size = sum(f.stat().st_size for f in path.iterdir()) / 2**20
-            print(f"  wrote {path.name}: {size:.1f} MiB in {time.perf_counter() - t0:.2f} s")
-        return path
-
-    results = {}
-    for storage in args.storages:
-        results[storage] = run_child(bag_for(args.duration, storage), urdf, cfg_path)
-    print()
-    stages = ["read", "sync", "process", "regress", "solve"]
-    hdr = f"{'storage':<9}{'samples':>8}" + "".join(f"{s + ' [s]':>13}" for s in stages) + \
-          f"{'read+sync [S/s]':>17}{'total [S/s]':>13}{'total [s]':>11}{'RSS before [MiB]':>18}{'peak RSS [MiB]':>16}"
-    print(hdr)
-    for storage, o in results.items():
-        st = o["stages"]
-        rs = st["read"] + st["sync"]
-        tot = sum(st.values())
-        print(f"{storage:<9}{o['samples']:>8d}" + "".join(f"{st[s]:>13.3f}" for s in stages) +
-              f"{o['samples'] / rs:>17.0f}{o['samples'] / tot:>13.0f}{tot:>11.2f}{o['rss_after_imports_mb']:>18.0f}"
-              f"{o['peak_rss_mb']:>16.0f}")
-    o = next(iter(results.values()))
-    print(f"\nsolver {o['solver']}: {o['regressor_rows']} regressor rows x {o['n_base']} base parameters; "
-          f"relative residual RMS per joint: {', '.join(f'{v:.3f}' for v in o['rel_rms'])}")
-
-    if args.scaling:
-        print("\nmemory against recording length (sqlite3; traced = Python/numpy heap peak per stage, "
-              "under tracemalloc):")
-        print(f"{'length [s]':>10}{'samples':>9}{'peak RSS growth [MiB]':>23}"
-              + "".join(f"{'traced ' + s:>16}" for s in stages))
-        for d in durations:
-            if d not in args.scaling and d != args.duration:
-                continue
-            o = run_child(bag_for(d, "sqlite3"), urdf, cfg_path, trace=True)
-            tp = o["traced_peak_mb"]
-            print(f"{d:>10g}{o['samples']:>9d}{o['peak_rss_mb'] - o['rss_after_imports_mb']:>23.0f}"
-                  + "".join(f"{tp[s]:>16.1f}" for s in stages))
+def _format_row(row, args, rows) -> str:
+    first = next(r for r in rows if r["arm"] == row["arm"])
+    parts = [f"{row['arm']:<28}{row['duration']:>6.0f} s {row['messages']:>8d} msg"]
+    parts += [f"read {st} {row[f'read_{st}'] / 1e3:6.1f} k msg/s (CPU {row[f'read_cpu_{st}'] / 1e3:6.1f} k)"
+              for st in args.storages]
+    for m in args.methods:
+        growth = 100 * (row[f"{m}_rss"] / first[f"{m}_rss"] - 1)
+        parts.append(f"{m} {row[f'{m}_s']:5.1f} s (CPU {row[f'{m}_cpu']:5.1f} s), peak RSS "
+                     f"{row[f'{m}_rss']:4.0f} MiB ({growth:+.1f} %)")
+        if args.in_memory:
+            parts.append(f"[in memory {row[f'{m}_mem_s']:5.1f} s, {row[f'{m}_mem_rss']:4.0f} MiB]")
+    return " | ".join(parts)
 
 
 if __name__ == "__main__":

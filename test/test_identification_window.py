@@ -10,8 +10,8 @@ import yaml
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
 from robot_ident.online.identification_window import (DISCARD, IDENTIFY, RecordingWindow, empty_reason,
-                                                      holdout_fraction, identify_streams, method_error,
-                                                      result_summary)
+                                                      holdout_fraction, identify_recorded, identify_streams,
+                                                      method_error, result_summary)
 from robot_ident.io.config import load_config
 from robot_ident.model.robot import RobotModel
 from robot_ident.offline.bag_workflow import identify_bag, simulate_to_bag
@@ -58,7 +58,7 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
     verdict, rec = win.on_excitation_state("done")
     assert verdict == IDENTIFY and rec.source == "excitation" and rec.messages == len(msgs)
     node = identify_streams(rec.states, rec.currents, cfg, demo_urdf, tmp_path / "node", CONFIG)
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", plots=False)
+    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", plots=False, streaming=False)
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
     a = yaml.safe_load((tmp_path / "node" / "result.yaml").read_text())
@@ -76,6 +76,31 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
     kv = dict(s.key_values())
     assert kv["method"] == node.result.method and f"validation_rms.{s.joints[0]}" in kv
     assert len(kv) == 3 + len(s.names) + len(s.joints)
+
+
+def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_urdf, tmp_path):
+    """The node's default: messages go to a rosbag2 as they arrive (nothing in memory),
+    the bag is closed before identifying, and the streaming identification of it equals
+    `robot-ident identify` on the original bag; progress reaches the status text."""
+    from robot_ident.online.recording_bag import StatusProgress
+    cfg = load_config(CONFIG)
+    msgs = bag_messages(sim_bag / "bag")
+    win = RecordingWindow.from_config(cfg, bag_root=tmp_path / "recordings")
+    win.start()
+    feed(win, cfg, msgs)
+    assert win._js is None and win._cur is None          # nothing collected in memory
+    ok, _, rec = win.stop()
+    assert ok and rec.states is None and rec.bag.parent == tmp_path / "recordings"
+    assert (rec.bag / "metadata.yaml").is_file() and rec.messages == len(msgs)
+    status = []
+    node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls",
+                             progress=StatusProgress(status.append, interval=0.0))
+    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False)
+    np.testing.assert_array_equal(node.result.values, cli.result.values)
+    np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
+    assert node.holdout == 0.2 and (tmp_path / "node" / "result.yaml").is_file()
+    assert any(s.startswith("identifying: [read bag]") and "msg/s" in s for s in status)
+    assert any(s.startswith("identifying: [identify]") for s in status)
 
 
 def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag, demo_urdf):
@@ -204,3 +229,30 @@ def test_watchdog_ignores_a_stall_of_the_node_itself():
     assert win.watchdog(1.5, 1.0)[0] is None                     # the timer first after a stall
     win.add_joint_state(_js(2), wall=1.5)                        # then the queued states
     assert win.watchdog(1.6, 1.0)[0] is None and win.is_open
+
+
+def test_bag_recorder_keeps_duck_typed_messages(tmp_path):
+    """rclpy-like messages (array.array fields) in, the same values out of the bag."""
+    import array
+    from types import SimpleNamespace as NS
+
+    from robot_ident.data.bag_stream import bag_chunks
+    win = RecordingWindow("/joint_states", "/currents", "joint_state", bag_root=tmp_path, storage="sqlite3")
+    win.start()
+    for k in range(50):
+        hdr = NS(stamp=NS(sec=100 + k // 10, nanosec=(k % 10) * 100_000_000), frame_id="")
+        win.add_joint_state(NS(header=hdr, name=["a", "b"], position=array.array("d", [k, -k]),
+                               velocity=array.array("d", [0.5, 0.25]), effort=array.array("d")), 5 + k)
+        win.add_current(NS(header=hdr, name=["b", "a"], position=array.array("d"),
+                           velocity=array.array("d"), effort=array.array("d", [2.0 * k, 3.0])), 6 + k)
+    ok, _, rec = win.stop()
+    assert ok and rec.messages == 100
+    topics = {"/joint_states": ("joint_state", None), "/currents": ("joint_state", None)}
+    got = {}
+    for chunk in bag_chunks(rec.bag, topics):
+        got.update(chunk)
+    js, cur = got["/joint_states"], got["/currents"]
+    assert np.array_equal(js.matrix("position", ["a", "b"])[:, 1], -np.arange(50.0))
+    assert np.isnan(js.matrix("effort", ["a"])).all()
+    assert np.array_equal(cur.matrix("effort", ["a", "b"])[:, 1], 2.0 * np.arange(50))
+    assert js.stamps[12] == 101_200_000_000 and np.array_equal(cur.received, 6 + np.arange(50))

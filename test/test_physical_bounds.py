@@ -101,7 +101,7 @@ def test_an_undeclared_payload_stops_at_the_mass_bound_and_says_so(model, case):
 
 def test_centre_of_mass_region_and_total_mass_bounds_hold(model, case):
     _, problem, _, _, _ = case
-    bounds = parse_physical_bounds({"com_radius": 0.12, "total_mass": [10.0, 17.5],
+    bounds = parse_physical_bounds({"com_region": "sphere", "com_radius": 0.12, "total_mass": [10.0, 17.5],
                                     "bodies": {"wrist_3": {"mass": [0.2, 2.5]}}})
     res = physically_consistent(problem, bounds)
     total = sum(res.bodies[b]["mass"] for b in model.layout.body_joints)
@@ -129,8 +129,13 @@ def test_geometry_boxes_from_collision_meshes(panda_urdf):
         assert 0.03 < reg.half.max() < 0.4, (b, reg.half)
 
 
-def test_demo_arm_without_geometry_gets_kinematic_spheres(model):
-    regions, _ = body_regions(model, PhysicalBounds(), model.nominal)
+def test_demo_arm_without_geometry_gets_kinematic_spheres(model, demo_urdf, tmp_path):
+    import re
+    path = tmp_path / "bare.urdf"     # the demo arm without its collision cylinders
+    path.write_text(re.sub(r"<collision>\s*\n.*?</collision>", "", demo_urdf.read_text(), flags=re.S))
+    bare = RobotModel(path, model.joint_names)
+    assert "</collision>" not in path.read_text()
+    regions, _ = body_regions(bare, PhysicalBounds(), bare.nominal)
     assert all(r.kind == "sphere" and r.source == "kinematics" for r in regions.values())
     # shoulder_lift's sphere holds the elbow joint 0.44 m away
     assert regions["shoulder_lift"].half[0] > 0.44

@@ -146,6 +146,10 @@ def test_trajectory_margins_of_the_shipped_excitation():
         if c["quantity"] == "velocity":
             assert r["used_percent"] == pytest.approx(100 * abs(c["worst"]) / c["limit"])
             assert r["margin"] == pytest.approx(c["limit"] - abs(c["worst"]))
+    shipped = F.collision_fields(doc)      # the shipped excitation was designed collision-free (issue 11)
+    assert shipped["collision_report.valid"] is True and shipped["collision_report.margin"] == 0.03
+    assert shipped["collision_report.closest.distance"] >= 0.03
+    doc = {k: v for k, v in doc.items() if "collision" not in k}
     assert F.collision_fields(doc) == {}
     doc["limit_report"]["collision"] = {"min_distance": 0.041, "pair": ["forearm", "base"], "time": 3.2}
     assert F.collision_fields(doc) == {"limit_report.collision.min_distance": 0.041,

@@ -235,7 +235,7 @@ def test_cli_simulate_identify_validate_with_a_coupled_wrist(tmp_path, demo_urdf
 
     cad = RobotModel(demo_urdf)
     lim = cad.limits
-    for k, name in ((8, "ident"), (9, "valid")):
+    for k, name in ((13, "ident"), (16, "valid")):    # seeds whose random motion keeps clear of the floor and itself
         tr = FourierTrajectory.random_within_limits(cad.joint_names, lim.lower, lim.upper, lim.velocity,
                                                     np.array([6.0, 6, 8, 10, 10, 10]), wf=0.2 * np.pi,
                                                     harmonics=5, margin=0.1, seed=k)

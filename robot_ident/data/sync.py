@@ -279,14 +279,16 @@ def _interp(ts: np.ndarray, values: np.ndarray, tg: np.ndarray) -> np.ndarray:
 def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str], *,
                 options: SyncOptions | None = None, position_field: str = "position",
                 velocity_field: str = "velocity", effort_field: str = "effort",
-                meta: Mapping | None = None) -> SyncResult:
+                meta: Mapping | None = None, grid_origin_ns: int | None = None) -> SyncResult:
     """Join a joint-state stream (positions, optional velocities) and an effort stream
     (efforts or currents, in `effort_field`) onto a uniform grid.
 
     Returns the segments (each a `Recording` whose ``effort`` holds the effort
     stream's values, columns in `joints` order) and a `SyncReport`. Raises
     `SignalError` naming the joint and topic when a joint is missing, and when no
-    segment survives."""
+    segment survives. `grid_origin_ns`, when given, replaces the pass origin (the grid
+    is phase-locked to it and times count from it): the chunked reader
+    (`data.stream_sync`) synchronises every chunk on the grid of the whole recording."""
     opt = options or SyncOptions()
     joints = tuple(joints)
     if not joints:
@@ -370,7 +372,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
         ref = pe if fast_role == "efforts" else ps
         if ref.t_ns.size == 0 or ps.t_ns.size == 0 or pe.t_ns.size == 0:
             continue
-        origin = int(ref.t_ns[0])
+        origin = int(ref.t_ns[0]) if grid_origin_ns is None else int(grid_origin_ns)
         ts = (ps.t_ns - origin) / NS_PER_S
         te = (pe.t_ns - origin) / NS_PER_S
         runs_s, gaps_s, iso_s = _runs(ts, max_gap)

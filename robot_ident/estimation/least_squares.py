@@ -31,7 +31,7 @@ RANK_TOL = 1e-8
 
 
 def _check(problem: IdentificationProblem) -> None:
-    M, p = problem.W.shape
+    M, p = problem.n_rows, problem.W.shape[1]
     if M < p:
         raise IdentificationError(f"{M} equations for {p} base parameters: record more (moving) samples")
     if not np.isfinite(problem.W).all():
@@ -71,21 +71,33 @@ def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray,
 
 def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(problem.joint_names)
-    counts = np.bincount(problem.joint_of_row, minlength=n).astype(float)
+    counts = problem.rows_per_joint()
     ss = np.bincount(problem.joint_of_row, weights=r ** 2, minlength=n)
     rms = np.sqrt(ss / np.maximum(counts, 1))
-    M, p = problem.W.shape
+    M, p = problem.n_rows, problem.W.shape[1]
     dof = counts - p * counts / M
     sigma = np.sqrt(ss / np.maximum(dof, 1.0))
     return rms, sigma
 
 
+def _covariance(problem: IdentificationProblem, W_w, r_w, inv) -> tuple[np.ndarray, dict]:
+    """HAC covariance from the rows; a compressed (streamed) problem has no time series of
+    residuals, so it gets the white-noise formula and says so (likely optimistic: see
+    estimation/uncertainty.py)."""
+    if not problem.compressed:
+        return hac_covariance(W_w, r_w, inv, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    M, p = problem.n_rows, W_w.shape[1]
+    s2 = float(r_w @ r_w) / max(M - p, 1)
+    return s2 * inv, {"std_model": "white residuals (streamed problem: the residual autocorrelation is not "
+                                   "available, so these standard deviations are likely optimistic)"}
+
+
 def ols(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = W.shape
+    M, p = problem.n_rows, W.shape[1]
     x, inv, r, cond = _solve(W, y, problem.param_names)
-    cov, info = hac_covariance(W, r, inv, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    cov, info = _covariance(problem, W, r, inv)
     rms, sig = _per_joint(problem, r)
     res = _result("ols", problem, x, cov, cond, rms, sig)
     res.extra.update(info)
@@ -95,7 +107,7 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
 def wls(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = W.shape
+    M, p = problem.n_rows, W.shape[1]
     _, _, r0, cond = _solve(W, y, problem.param_names)
     _, sigma_j = _per_joint(problem, r0)
     if (sigma_j <= 0).any():
@@ -106,7 +118,7 @@ def wls(problem: IdentificationProblem) -> IdentificationResult:
     Ww = W * w[:, None]
     x, inv_w, rw, _ = _solve(Ww, y * w, problem.param_names)
     s2 = float(rw @ rw) / max(M - p, 1)
-    cov, info = hac_covariance(Ww, rw, inv_w, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    cov, info = _covariance(problem, Ww, rw, inv_w)
     del Ww
     r = y - W @ x
     rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals

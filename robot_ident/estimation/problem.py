@@ -29,14 +29,33 @@ class IdentificationProblem:
     prior: np.ndarray | None = None         # CAD standard parameters (URDF nominal)
     sample_of_row: np.ndarray | None = None  # (M,) sample index of each row
     model: RobotModel | None = None         # for the bodies' geometry (physical estimate)
+    # Compressed problems (estimation.compressed): W, y are per-joint R factors, whose
+    # row sums of squares equal those of the true rows; these are the true row counts.
+    row_counts: np.ndarray | None = None    # (n,) rows per joint
+
+    @property
+    def compressed(self) -> bool:
+        return self.row_counts is not None
 
     @property
     def n_rows(self) -> int:
-        return self.W.shape[0]
+        return int(np.sum(self.row_counts)) if self.row_counts is not None else self.W.shape[0]
+
+    def rows_per_joint(self) -> np.ndarray:
+        if self.row_counts is not None:
+            return np.asarray(self.row_counts, dtype=float)
+        return np.bincount(self.joint_of_row, minlength=len(self.joint_names)).astype(float)
 
     @property
     def n_params(self) -> int:
         return self.W.shape[1]
+
+
+def require_rows(problem: IdentificationProblem, method: str) -> None:
+    """Refuse a compressed problem in an estimator that needs every row."""
+    if problem.compressed:
+        raise IdentificationError(f"method {method!r} needs every regressor row, not the compressed problem of "
+                                  "the streaming path (use ols, wls or physical, or the in-memory path)")
 
 
 def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import IdentificationError
 from .least_squares import _per_joint
-from .problem import IdentificationProblem
+from .problem import IdentificationProblem, require_rows
 from .result import IdentificationResult
 from .uncertainty import hac_covariance
 
@@ -65,6 +65,7 @@ class RecursiveLeastSquares:
 def recursive_estimate(problem: IdentificationProblem, forgetting: float = 1.0, sigma=None) -> IdentificationResult:
     """Run RLS over the problem's rows, one sample at a time, in recording order."""
     n = len(problem.joint_names)
+    require_rows(problem, "rls")
     if problem.sample_of_row is None:
         raise IdentificationError("recursive estimation needs the sample index of each row (build_problem)")
     norms = np.linalg.norm(problem.W, axis=0)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import IdentificationError
 from .least_squares import _check, _per_joint, _solve, wls
-from .problem import IdentificationProblem
+from .problem import IdentificationProblem, require_rows
 from .result import IdentificationResult
 from .uncertainty import hac_covariance
 
@@ -47,6 +47,7 @@ def irls(problem: IdentificationProblem, loss: str = "cauchy", max_iter: int = 5
          tol: float = 1e-8) -> IdentificationResult:
     if loss not in LOSSES:
         raise IdentificationError(f"unknown robust loss {loss!r}; available: {', '.join(LOSSES)}")
+    require_rows(problem, "robust")
     _check(problem)
     c, weight_fn = LOSSES[loss]
     W, y, joint = problem.W, problem.y, problem.joint_of_row

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import IdentificationError
 from .least_squares import _per_joint, wls
 from .physical import _parameter_scale
-from .problem import IdentificationProblem
+from .problem import IdentificationProblem, require_rows
 from .result import IdentificationResult
 from .uncertainty import hac_covariance
 from .sensitivity import classify, sobol_indices
@@ -62,6 +62,7 @@ def sensitivity_ga(problem: IdentificationProblem, high_fraction: float = 0.3, z
     from pymoo.core.problem import Problem
     from pymoo.optimize import minimize
 
+    require_rows(problem, f"sobol-{solver}")
     if problem.W_standard is None or problem.layout is None or problem.prior is None:
         raise IdentificationError("the sensitivity + GA estimator needs the standard regressor and the CAD prior")
     layout = problem.layout

@@ -67,10 +67,14 @@ def expand_trajectory(traj, joints, held: dict):
 
 
 def design_payload_excitation(urdf, joints, frame: str, excited, held: dict, acceleration: dict,
-                              spec: DesignSpec, margins=None, use_effort: bool = False) -> DesignResult:
+                              spec: DesignSpec, margins=None, use_effort: bool = False,
+                              collision_spec=None, package_dirs=()) -> DesignResult:
     """Design on the excited joints (others locked at `held`), criterion on the payload
-    columns; return a DesignResult for every joint in `joints`, checked on the full arm."""
+    columns; return a DesignResult for every joint in `joints`, checked on the full arm:
+    its limits and, when the URDF has collision geometry, its collisions (the design keeps
+    the margin to the arm itself and the environment of `collision_spec`)."""
     from ..estimation.payload import PayloadModel
+    from .collision.safety import build_collision_model
 
     if spec.family not in ("fourier", "modified_fourier"):
         raise TrajectoryError(f"payload excitation supports the fourier and modified_fourier families, "
@@ -82,12 +86,18 @@ def design_payload_excitation(urdf, joints, frame: str, excited, held: dict, acc
     kw = {} if margins is None else {"margins": margins}
     lim_r = LimitSpec.from_model(reduced, acceleration, use_effort=use_effort, **kw)
     start = None if spec.start_pose is None else np.asarray(spec.start_pose, float)
+    cm = build_collision_model(reduced, collision_spec, package_dirs)
     res = design_excitation(reduced, lim_r, replace(spec, start_pose=None if start is None else tuple(start)),
-                            base=cols)
+                            base=cols, collision=cm if cm.has_geometry else None)
     traj = expand_trajectory(res.trajectory, full.joint_names, held)
     lim_f = LimitSpec.from_model(full, {**{j: 1.0 for j in held}, **acceleration}, use_effort=use_effort, **kw)
     start_f = None if spec.family == "fourier" else traj.start
     report = check_trajectory(traj, lim_f, full, spec.check_dt, start_f)
     if not report.valid:
         raise TrajectoryError(f"the payload excitation violates the full arm's limits: {report.summary()}")
+    full_cm = build_collision_model(full, collision_spec, package_dirs)
+    if full_cm.has_geometry:        # the expanded trajectory on the whole arm, densely, as simulate will
+        from .collision.safety import verify_trajectory
+        verify_trajectory(traj, lim_f, full, full_cm, dt=spec.check_dt, what="the payload excitation",
+                          start=start_f)
     return replace(res, trajectory=traj, limits=lim_f, report=report)

@@ -141,8 +141,12 @@ class IdentifyOutcome:
 
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
-                 progress: Progress | None = None, plots: bool = True) -> IdentifyOutcome:
+                 progress: Progress | None = None, plots: bool = True, streaming: bool = True) -> IdentifyOutcome:
+    """`streaming` (default): bounded memory, chunk by chunk (offline.streaming), same
+    numbers; recordings it does not handle (a looped bag) fall back to the in-memory path."""
+    from ..data.stream_sync import NeedsWholeRecording
     from ..io.config import load_config
+    from ..estimation.streamed import identify_streamed
 
     progress = progress or Progress(quiet=True)
     cfg = load_config(config_path)
@@ -154,6 +158,12 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     icfg = identification_config(section)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
+    if streaming:
+        try:
+            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
+            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary)
+        except NeedsWholeRecording as exc:
+            progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     parts, summary = read_processed(bag, cfg, settings, progress)
     ident_data, valid_data = split_holdout(parts, icfg.holdout)
     with progress.stage("identify"):
@@ -211,19 +221,30 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
         from dataclasses import replace
         vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
-    parts, _ = read_processed(bag, cfg, vsettings, progress)
-    data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
-    with progress.stage("validate"):
-        pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-        moving = dead_band_rows(model, data, thr, guard)
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
-                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
-    write_validation_samples(rdir, model, data, pred, moving)
-    doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
+    sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
+    from ..data.stream_sync import NeedsWholeRecording
+    from ..estimation.streamed import validate_streamed
+    table = Path(bag).suffix.lower() in (".csv", ".npz")
+    streamable = not (hasattr(model, "closures") or hasattr(model, "springs") or table)
+    try:                                # bounded memory; a looped bag (or a table) is read at once
+        if not streamable:
+            raise NeedsWholeRecording("not streamed")
+        report, n_samples = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard,
+                                              sigma, progress)
+    except NeedsWholeRecording:
+        parts, _ = read_processed(bag, cfg, vsettings, progress)
+        data = concatenate(parts)
+        n_samples = data.n_samples
+        with progress.stage("validate"):
+            pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+            moving = dead_band_rows(model, data, thr, guard)
+            report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
+                                noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
+        write_validation_samples(rdir, model, data, pred, moving)
+    doc = {"bag": str(bag), "result": str(rdir), "samples": int(n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
            "joints": report.as_dict()}

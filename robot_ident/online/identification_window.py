@@ -11,15 +11,22 @@ excitation had aborted, when `watchdog` finds its joint states stale on the wall
 clock (they stopped, and with sim time the clock with them) or the excitation node
 gone (no publisher of its state left): the node never records forever.
 
-`identify_streams` runs exactly the command line's path on the recorded streams --
-synchronise, actuators, filter, hold-out split, identify, validate -- and writes the
-same result folder as ``robot-ident identify``; `result_summary` turns the outcome
-into plain data for the node's messages.
+With a `bag_root`, the window writes the messages into a new rosbag2 folder under it
+as they arrive (`recording_bag.BagRecorder`: bounded memory for a window of any
+length, and the raw recording is on disk before any identification starts); without
+one it collects them in memory (at most `max_messages`).
+
+`identify_recorded` identifies a closed window: a recorded bag in streaming mode
+(`estimation.streamed`, the command line's path), in-memory streams with
+`identify_streams` -- synchronise, actuators, filter, hold-out split, identify,
+validate; both write the same result folder as ``robot-ident identify``.
+`result_summary` turns the outcome into plain data for the node's messages.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +43,11 @@ DISCARD = "discard"
 class Recorded:
     """What a closed window holds."""
 
-    states: JointStream
-    currents: JointStream
+    states: JointStream | None   # None when recorded to a bag
+    currents: JointStream | None
     source: str                  # "excitation" or "manual"
     messages: int
+    bag: Path | None = None      # the rosbag2 folder the window was recorded into
 
 
 class RecordingWindow:
@@ -48,7 +56,7 @@ class RecordingWindow:
 
     def __init__(self, joint_states_topic: str, current_topic: str, current_kind: str,
                  current_interface: str | None = None, identify_on_abort: bool = False,
-                 max_messages: int = 10_000_000):
+                 max_messages: int = 10_000_000, bag_root=None, storage: str = "mcap"):
         self.joint_states_topic = joint_states_topic
         self.current_topic = current_topic
         self.current_kind = current_kind
@@ -67,12 +75,15 @@ class RecordingWindow:
         self.last_excitation_state: str | None = None
         self._last_wall: float | None = None
         self._stale_seen: float | None = None
+        self.bag_root = None if bag_root is None else Path(bag_root)
+        self.storage = storage
+        self._recorder = None
 
     @classmethod
-    def from_config(cls, cfg, identify_on_abort: bool = False) -> "RecordingWindow":
+    def from_config(cls, cfg, identify_on_abort: bool = False, bag_root=None) -> "RecordingWindow":
         return cls(cfg.joint_states_topic, cfg.current_topic, cfg.current_kind,
                    cfg.current_interface if cfg.current_kind == "dynamic_joint_state" else None,
-                   identify_on_abort)
+                   identify_on_abort, bag_root=bag_root)
 
     # -------------------------------------------------------------- state
     @property
@@ -90,15 +101,24 @@ class RecordingWindow:
     def _open(self, source: str, wall: float | None = None) -> None:
         self._source = source
         self._last_wall = wall
+        self._count = 0
+        self.dropped = 0
+        if self.bag_root is not None:
+            from .recording_bag import BagRecorder
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S_%f")
+            self._recorder = BagRecorder(self.bag_root / f"recording_{stamp}", self.joint_states_topic,
+                                         self.current_topic, self.current_kind, self.storage)
+            self._js = self._cur = None
+            return
         self._js = JointStreamCollector(self.joint_states_topic, "joint_state")
         self._cur = None if self.shared_topic else JointStreamCollector(
             self.current_topic, self.current_kind, self.current_interface)
-        self._count = 0
-        self.dropped = 0
 
     def _close(self) -> Recorded | None:
-        js, cur, src, count = self._js, self._cur, self._source, self._count
-        self._source, self._js, self._cur = None, None, None
+        js, cur, src, count, recorder = self._js, self._cur, self._source, self._count, self._recorder
+        self._source, self._js, self._cur, self._recorder = None, None, None, None
+        if recorder is not None:
+            return Recorded(None, None, src, count, recorder.close())
         if js is None:
             return None
         states = js.stream()
@@ -162,10 +182,14 @@ class RecordingWindow:
 
     def add_joint_state(self, msg, received_ns: int | None = None, wall: float | None = None) -> None:
         with self._lock:
+            if wall is not None and self._source is not None:
+                self._last_wall = wall
+            if self._recorder is not None:
+                self._recorder.write_joint_state(msg, received_ns)
+                self._count += 1
+                return
             if self._js is None:
                 return
-            if wall is not None:
-                self._last_wall = wall
             if self._count >= self.max_messages:
                 self.dropped += 1
                 return
@@ -176,6 +200,11 @@ class RecordingWindow:
         """Messages of the current topic (ignored when it is the joint-state topic: those
         arrive through `add_joint_state`)."""
         with self._lock:
+            if self._recorder is not None:
+                if not self.shared_topic:
+                    self._recorder.write_current(msg, received_ns)
+                    self._count += 1
+                return
             if self._cur is None:
                 return
             if self._count >= self.max_messages:
@@ -190,7 +219,7 @@ def empty_reason(rec: Recorded | None) -> str | None:
     """Why `rec` cannot be identified (nothing recorded), None when it can be tried."""
     if rec is None:
         return "nothing recorded yet"
-    if rec.messages == 0 or len(rec.states.stamps) == 0:
+    if rec.messages == 0 or (rec.states is not None and len(rec.states.stamps) == 0):
         return f"the {rec.source} window holds no joint state; nothing to identify"
     return None
 
@@ -300,6 +329,46 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         from ..io.results import identified_urdf_xml
         urdf_text = identified_urdf_xml(model, result)
     return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text)
+
+
+def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, method: str | None = None,
+                      repetitions: int = 0, plots: bool = False, source: dict | None = None,
+                      progress=None) -> StreamOutcome:
+    """Identify a closed window: from its bag in streaming mode (bounded memory), or from
+    its in-memory streams (`identify_streams`). `progress`: a `util.progress.Progress`
+    (e.g. `recording_bag.StatusProgress` for the status topic)."""
+    if rec.bag is None:
+        return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
+                                plots, source)
+    from ..data.stream_sync import NeedsWholeRecording
+    from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.streamed import identify_streamed
+
+    section = dict(cfg.section("identification"))
+    if method:
+        section["method"] = method
+    icfg = identification_config(section)
+    icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
+    model = load_model(urdf, cfg, icfg)
+    src = dict(source or {}, recording=str(rec.bag))
+    try:
+        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src)
+    except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
+        from ..data.bag import read_streams
+        topics = {cfg.joint_states_topic: ("joint_state", None)}
+        if cfg.current_topic != cfg.joint_states_topic:
+            topics[cfg.current_topic] = (cfg.current_kind, cfg.current_interface
+                                         if cfg.current_kind == "dynamic_joint_state" else None)
+        streams = read_streams(rec.bag, topics)
+        return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
+                                config_path, method, repetitions, plots, src)
+    urdf_text = None
+    if o.identified_urdf is not None:
+        urdf_text = Path(o.identified_urdf).read_text(encoding="utf-8")
+    elif o.result.standard_values is not None:
+        from ..io.urdf_export import write_parameters
+        urdf_text, _ = write_parameters(model, o.result.standard_values)
+    return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text)
 
 
 @dataclass(frozen=True)

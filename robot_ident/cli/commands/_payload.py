@@ -23,7 +23,8 @@ def run_design(args, cfg, joints) -> int:
     spec = cfg.design_spec(excited, optimizer=args.optimizer, criterion=args.criterion, family=args.family,
                            max_time=args.time_limit, max_evals=args.max_evals, seed=args.seed)
     result = design_payload_excitation(args.urdf, full.joint_names, pcfg.frame, excited, held,
-                                       cfg.acceleration_limits, spec, cfg.margins, cfg.effort_limits)
+                                       cfg.acceleration_limits, spec, cfg.margins, cfg.effort_limits,
+                                       collision_spec=cfg.collision, package_dirs=args.package_dir)
     tf = TrajectoryFile.from_design(result)
     tf.criterion["payload"] = {"frame": pcfg.frame, "excited_joints": list(excited),
                                "held_pose": {j: float(v) for j, v in held.items()},

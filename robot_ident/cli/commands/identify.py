@@ -45,6 +45,10 @@ def add_parser(sub):
     p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
+    p.add_argument("--stream", action="store_true",
+                   help="bounded memory for long recordings: one --bag read, synchronised and filtered chunk "
+                        "by chunk into a compressed problem (ols, wls, physical; the config's cutoff; the "
+                        "held-out tail as --holdout); standard deviations then assume white residuals")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -92,12 +96,23 @@ def run(args) -> int:
     if not args.bag and not args.table:
         raise ConfigError("give at least one recording: --bag PATH or --table PATH")
     cutoff = _cutoff(args.cutoff)
-    o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
-                        validate_inputs=args.validate_bag, method=args.method, holdout=_holdout(args),
-                        cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
-                        progress=Progress(quiet=args.quiet), plots=not args.no_plots)
+    if args.stream:
+        if len(args.bag) != 1 or args.table or args.validate_bag or args.holdout_window is not None \
+                or args.holdout_every is not None or args.cutoff is not None:
+            raise ConfigError("identify --stream takes exactly one --bag and --holdout (no --table, "
+                              "--validate-bag, --holdout-window, --holdout-every or --cutoff)")
+        from ...offline.bag_workflow import identify_bag
+        o = identify_bag(args.bag[0], args.urdf, args.config, args.output, args.method, args.holdout,
+                         Progress(quiet=args.quiet), plots=not args.no_plots, streaming=True)
+        summary = o.sync_summary
+    else:
+        o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
+                            validate_inputs=args.validate_bag, method=args.method, holdout=_holdout(args),
+                            cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
+                            progress=Progress(quiet=args.quiet), plots=not args.no_plots)
+        summary = o.summary
     r = o.result
-    print(o.summary)
+    print(summary)
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "
           f"condition number {r.condition_number:.1f}")
     if o.validation is not None:

@@ -1,0 +1,198 @@
+"""Chunked reading of the joint topics of a rosbag2 folder (sqlite3 or mcap).
+
+rosbags' reader yields (connection, log time, serialised bytes) per message; they are
+taken in batches of `batch` messages, split by topic and decoded by `data.cdr` into
+`JointStream` arrays, so memory holds one batch of messages, never the whole bag.
+
+For an uncompressed single-file sqlite3 bag the rows are fetched with the standard
+library's sqlite3 (``fetchmany`` of the rosbag2 ``messages`` table in the order the
+recorder wrote it, which is the order of arrival): rosbags goes through apsw one row at a
+time in log-time order (an index walk), which capped reading at ~140 k messages/s here,
+and counts every topic's messages on opening (a scan of the table); the counts are in
+metadata.yaml. The synchroniser orders samples by header stamp anyway. Every other bag
+(mcap, split or compressed sqlite3) is read by rosbags.
+"""
+from __future__ import annotations
+
+import sqlite3
+from itertools import islice
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+import yaml
+
+from ..errors import RobotIdentError
+from .bag import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
+from .cdr import decode
+from .joint_stream import JointStream
+
+DEFAULT_BATCH = 20_000
+
+
+class _Topic:
+    """What the batch loop needs of a connection."""
+
+    def __init__(self, topic: str, msgtype: str, count: int):
+        self.topic, self.msgtype, self.msgcount = topic, msgtype, count
+
+
+def _select(conns, path, topics: Mapping[str, tuple[str, str | None]]) -> list:
+    by_topic: dict[str, list] = {}
+    for c in conns:
+        by_topic.setdefault(c.topic, []).append(c)
+    out = []
+    for topic, (kind, _) in topics.items():
+        want = _MSGTYPE[kind]
+        if topic not in by_topic:
+            have = ", ".join(f"{t} ({cs[0].msgtype})" for t, cs in sorted(by_topic.items())) or "none"
+            raise BagError(f"bag {path} has no topic {topic!r} ({want}); its topics: {have}")
+        for c in by_topic[topic]:
+            if c.msgtype != want:
+                raise BagError(f"topic {topic!r} in bag {path} has type {c.msgtype}, expected {want}")
+        out += by_topic[topic]
+    return out
+
+
+def _plain_sqlite(p: Path) -> tuple[Path, dict] | None:
+    """(database, topic -> message count) of an uncompressed single-file sqlite3 bag, else None."""
+    try:
+        meta = yaml.safe_load((p / "metadata.yaml").read_text(encoding="utf-8"))["rosbag2_bagfile_information"]
+        files = meta.get("relative_file_paths") or []
+        if (meta.get("storage_identifier") != "sqlite3" or len(files) != 1
+                or str(meta.get("compression_mode") or "").lower() not in ("", "none")):
+            return None
+        counts: dict[str, int] = {}
+        for t in meta.get("topics_with_message_count") or []:
+            name = t["topic_metadata"]["name"]
+            counts[name] = counts.get(name, 0) + int(t["message_count"])
+        db = p / files[0]
+        return (db, counts) if db.is_file() else None
+    except Exception:           # anything unusual: rosbags reads it (and reports what is wrong)
+        return None
+
+
+def bag_chunks(path, topics: Mapping[str, tuple[str, str | None]], batch: int = DEFAULT_BATCH,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[dict[str, JointStream]]:
+    """Yield, per batch of messages in bag order, topic -> `JointStream` of that batch's
+    messages (topics without a message in the batch are absent). ``topics`` maps topic ->
+    (kind, interface) as in `bag.read_streams`. `progress(done, total)` is called per batch."""
+    p = _check_bag_path(path)
+    plain = _plain_sqlite(p)
+    try:
+        if plain is not None:
+            yield from _sqlite_chunks(p, plain[0], plain[1], topics, batch, progress)
+            return
+        reader = _open(path)
+        try:
+            conns = _select(reader.connections, path, topics)
+            yield from _decode_batches(_rosbags_batches(reader, conns, sorted({c.topic for c in conns}), batch),
+                                       conns, topics, reader.deserialize, progress)
+        finally:
+            reader.close()
+    except RobotIdentError:
+        raise
+    except Exception as exc:
+        raise BagError(f"cannot read bag {path}: {exc}") from exc
+
+
+def _decode_batches(batches, conns, topics, deser, progress):
+    names = sorted({c.topic for c in conns})
+    total = int(sum(c.msgcount for c in conns))
+    done = 0
+    for which, logs, data in batches:
+        done += len(data)
+        out: dict[str, JointStream] = {}
+        for k, topic in enumerate(names):
+            rows = np.flatnonzero(which == k)
+            if not rows.size:
+                continue
+            kind, interface = topics[topic]
+            msgtype = _MSGTYPE[kind]
+            raws = [data[i] for i in rows]
+            out[topic] = decode(raws, msgtype, topic, interface if kind == "dynamic_joint_state" else None,
+                                received=logs[rows], fallback=lambda raw, m=msgtype: deser(raw, m))
+        del data
+        if progress is not None:
+            progress(done, total)
+        yield out
+
+
+def _rosbags_batches(reader, conns, names, batch):
+    """(topic index per message, log times, serialised messages) per batch, via rosbags."""
+    index = {id(c): names.index(c.topic) for c in conns}
+    it = reader.messages(connections=conns)
+    while True:
+        chunk = list(islice(it, batch))
+        if not chunk:
+            return
+        conn, logs, data = zip(*chunk)
+        del chunk
+        yield (np.fromiter((index[id(c)] for c in conn), dtype=np.int32, count=len(conn)),
+               np.asarray(logs, dtype=np.int64), data)
+
+
+def _sqlite_chunks(p: Path, db: Path, counts: dict, topics, batch, progress):
+    """The same from the database with the standard library's sqlite3; message
+    definitions are those of the ROS 2 type store (`bag.make_typestore`)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        rows = con.execute("SELECT id, name, type FROM topics").fetchall()
+        conns = _select([_Topic(name, mtype, counts.get(name, 0)) for _, name, mtype in rows], p, topics)
+        names = sorted({c.topic for c in conns})
+        ids = {int(tid): names.index(name) for tid, name, _ in rows if name in names}
+        lut = np.full(max(ids) + 1, -1, dtype=np.int32)
+        for tid, k in ids.items():
+            lut[tid] = k
+        marks = ",".join("?" * len(ids))
+        cur = con.execute(f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({marks}) "
+                          "ORDER BY id", tuple(ids))
+
+        def batches():
+            while True:
+                got = cur.fetchmany(batch)
+                if not got:
+                    return
+                tid, logs, data = zip(*got)
+                del got
+                yield lut[np.asarray(tid, dtype=np.int64)], np.asarray(logs, dtype=np.int64), data
+        deser = make_typestore().deserialize_cdr
+        yield from _decode_batches(batches(), conns, topics, deser, progress)
+    finally:
+        con.close()
+
+
+def concat_streams(parts: list[JointStream]) -> JointStream:
+    """One stream of consecutive pieces of the same topic (matrix form when every piece
+    shares the same joint names and has matrix fields)."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        raise ValueError("no stream pieces")
+    if len(parts) == 1:
+        return parts[0]
+    topic = parts[0].topic
+    fields = list(parts[0].fields)
+    stamps = np.concatenate([p.stamps for p in parts])
+    rec = None
+    if all(p.received is not None for p in parts):
+        rec = np.concatenate([p.received for p in parts])
+    shared = all(p._shared and tuple(p.names) == tuple(parts[0].names) and
+                 all(isinstance(p.fields.get(f), np.ndarray) and p.fields[f].ndim == 2 for f in fields)
+                 and set(p.fields) == set(fields) for p in parts)
+    if shared:
+        return JointStream(topic, stamps, parts[0].names, {f: np.vstack([p.fields[f] for p in parts])
+                                                            for f in fields}, rec)
+    names: list = []
+    per = {f: [] for f in fields}
+    for p in parts:
+        M = len(p)
+        names += [tuple(p.names)] * M if p._shared else [tuple(n) for n in p.names]
+        for f in fields:
+            v = p.fields.get(f)
+            if v is None:
+                per[f] += [np.zeros(0)] * M
+            elif isinstance(v, np.ndarray) and v.ndim == 2:
+                per[f] += list(v)
+            else:
+                per[f] += list(v)
+    return JointStream(topic, stamps, names, per, rec)

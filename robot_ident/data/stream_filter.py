@@ -1,0 +1,151 @@
+"""`signals.process` on a segment that arrives in pieces, and a disk-backed store of
+the processed samples.
+
+Zero-phase filtering with overlap: each window of the segment is filtered with
+`signals.process` (no trimming, no decimation) together with `margin` samples on both
+sides, and only its middle is kept. The forward-backward Butterworth filter's
+influence decays like r^k (r: the largest pole radius), so with the margin chosen for
+r^margin < 1e-13 the kept samples equal the whole-segment result to round-off; at the
+segment's real ends the window *is* the segment's end, with the same padding. The
+trim and the decimation lattice (every `step`-th sample from `n_trim`) count from the
+segment's first sample, as in `process`. A segment that ends before its first window
+is processed by `process` itself.
+
+`ProcessedStore` appends the processed samples to a temporary file and reads row
+ranges back, so the processed recording does not stay in memory either.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+from typing import Callable
+
+import numpy as np
+from scipy import signal as sps
+
+from ..errors import SignalError
+from .signals import FilterOptions, ProcessedData, Recording, process
+
+DECAY = 1e-13
+
+
+def filter_margin(options: FilterOptions, rate_hz: float) -> int:
+    """Samples after which the low-pass's response to a sample has decayed below DECAY."""
+    sos = sps.butter(options.order, options.cutoff_hz / (0.5 * rate_hz), output="sos")
+    r = max(float(np.max(np.abs(np.roots(s[3:])))) for s in sos)
+    padlen = 3 * (2 * len(sos) + 1) * 4
+    return int(math.ceil(math.log(DECAY) / math.log(r))) + padlen + 8
+
+
+class SegmentFilter:
+    """Processes one segment piece by piece; `sink(ProcessedData)` gets the result in order."""
+
+    def __init__(self, options: FilterOptions, rate_hz: float, sink: Callable[[ProcessedData], None],
+                 min_samples: int = 3, block: int = 20_000):
+        self.opt = options
+        self.rate = rate_hz
+        self.sink = sink
+        self.step = 1
+        if options.target_rate_hz is not None and options.target_rate_hz < rate_hz:
+            self.step = max(1, int(round(rate_hz / options.target_rate_hz)))
+        self.n_trim = int(round(options.trim_s * rate_hz))
+        self.margin = max(filter_margin(options, rate_hz), self.n_trim + self.step + 4)
+        self.block = block
+        self.min_samples = min_samples
+        self.window_opt = FilterOptions(options.cutoff_hz, options.order, None, 0.0, options.use_measured_velocity)
+        self._parts: list[Recording] = []
+        self._buf_start = 0          # segment index of the first buffered sample
+        self._n = 0                  # samples received
+        self._next = self.n_trim     # next segment index that may be emitted (on the lattice)
+        self.emitted = 0             # processed samples given to the sink
+
+    def add(self, piece: Recording) -> None:
+        self._parts.append(piece)
+        self._n += piece.n_samples
+        if self._n >= max(self.min_samples, self._next + self.block + self.margin):
+            self._window(final=False)
+
+    def end(self) -> None:
+        """The segment is complete: process what is left (raises SignalError like `process`)."""
+        if self.emitted == 0 and self._buf_start == 0:
+            data = process(self._buffer(), self.opt)
+            self.emitted += data.n_samples
+            self.sink(data)
+        else:
+            self._window(final=True)
+        self._parts = []
+
+    def _buffer(self) -> Recording:
+        if len(self._parts) > 1:
+            p = self._parts
+            qd = None if p[0].qd is None else np.concatenate([x.qd for x in p])
+            self._parts = [Recording(np.concatenate([x.t for x in p]), p[0].joint_names,
+                                     np.concatenate([x.q for x in p]), np.concatenate([x.effort for x in p]),
+                                     qd=qd, meta=p[0].meta)]
+        return self._parts[0]
+
+    def _window(self, final: bool) -> None:
+        rec = self._buffer()
+        if self.emitted == 0 and self._buf_start == 0:
+            if self.opt.cutoff_hz >= 0.5 * self.rate / self.step:   # the check of `process`
+                raise SignalError(f"cutoff {self.opt.cutoff_hz} Hz is not below the Nyquist frequency "
+                                  f"{0.5 * self.rate / self.step:.6g} Hz of the decimated rate; lower the cutoff "
+                                  "or raise target_rate_hz")
+        end = self._n - self.n_trim if final else self._n - self.margin
+        w0 = max(self._buf_start, self._next - self.margin)
+        lo = w0 - self._buf_start
+        win = Recording(rec.t[lo:], rec.joint_names, rec.q[lo:], rec.effort[lo:],
+                        qd=None if rec.qd is None else rec.qd[lo:], meta=rec.meta)
+        if end > self._next:
+            full = process(win, self.window_opt)
+            idx = np.arange(self._next, end, self.step) - w0
+            self.sink(ProcessedData(full.t[idx], full.joint_names, full.q[idx], full.qd[idx], full.qdd[idx],
+                                    full.effort[idx], full.effort_raw[idx]))
+            self.emitted += idx.size
+            self._next += idx.size * self.step
+        keep_from = max(self._buf_start, self._next - self.margin)
+        cut = keep_from - self._buf_start
+        if cut > 0:
+            self._parts = [Recording(rec.t[cut:], rec.joint_names, rec.q[cut:], rec.effort[cut:],
+                                     qd=None if rec.qd is None else rec.qd[cut:], meta=rec.meta)]
+            self._buf_start = keep_from
+
+
+class ProcessedStore:
+    """Processed samples on disk (a temporary file, removed when closed): append in
+    order, read row ranges back as `ProcessedData`."""
+
+    def __init__(self, joint_names, directory=None):
+        self.joint_names = tuple(joint_names)
+        self.n = len(self.joint_names)
+        self.width = 1 + 5 * self.n
+        self._f = tempfile.TemporaryFile(prefix="robot_ident_processed_", dir=directory)
+        self.n_samples = 0
+        self.segment_starts: list[int] = []
+
+    def append(self, d: ProcessedData) -> None:
+        if d.joint_names != self.joint_names:
+            raise SignalError(f"processed data has joints {d.joint_names}, the store {self.joint_names}")
+        rows = np.column_stack([d.t, d.q, d.qd, d.qdd, d.effort, d.effort_raw]).astype("<f8")
+        self._f.seek(0, 2)
+        self._f.write(rows.tobytes())
+        self.n_samples += d.n_samples
+
+    def read(self, a: int, b: int) -> ProcessedData:
+        a, b = max(0, int(a)), min(self.n_samples, int(b))
+        m = max(b - a, 0)
+        self._f.seek(a * self.width * 8)
+        rows = np.frombuffer(self._f.read(m * self.width * 8), dtype="<f8").reshape(m, self.width)
+        n = self.n
+        col = lambda k: rows[:, 1 + k * n:1 + (k + 1) * n]  # noqa: E731
+        return ProcessedData(rows[:, 0].copy(), self.joint_names, col(0).copy(), col(1).copy(), col(2).copy(),
+                             col(3).copy(), col(4).copy())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,170 @@
+"""The identification problem in compressed form, accumulated chunk by chunk.
+
+For each joint j the kept rows [W_std_j | y_j | raw_j] (standard regressor, filtered
+effort, raw effort) are reduced by an incremental QR to their R factor, a square
+(n_std + 2) matrix: stacking a chunk's rows under the previous R and taking the R of
+that is the QR of all rows so far. Because Q is orthogonal,
+
+    ||y_j - W_j x||^2 = ||R_j [x; -1; 0]||^2     and     ||raw_j - W_j x||^2 = ||R_j [x; 0; -1]||^2
+
+for every x, so the stacked R_j are a problem with the same least-squares solution,
+covariance, condition number and per-joint residual sums as the full one, in
+n (n_std + 2) rows whatever the recording's length. `IdentificationProblem.row_counts`
+carries the true row counts (degrees of freedom, RMS). OLS, WLS (per-joint weights
+scale whole R_j blocks) and the physically consistent estimator (W^T W and W^T y is
+all it uses) run on it unchanged; robust IRLS, RLS and the Sobol methods need the rows
+and refuse it (`problem.require_rows`); the streaming workflow gives them the rows of
+a bounded recording instead.
+
+`accumulate` feeds a row range of a `data.stream_filter.ProcessedStore` through the
+friction dead band (`ProcessedData.moving_mask`, computed with enough neighbouring
+rows that it equals the mask of the whole range) and the regressor; `validate_store`
+computes the validation RMS of a row range the same way.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..data.signals import ProcessedData
+from ..errors import IdentificationError, SignalError
+from ..model.base import BaseParameters
+from ..model.robot import RobotModel
+from .problem import IdentificationProblem
+from .validation import ValidationReport
+
+CHUNK_SAMPLES = 4000
+PLOT_POINTS = 10_000     # samples kept for the plots of a streamed identification
+
+
+class CompressedAccumulator:
+    """Per-joint R factors of [W_std | y | raw] over the rows outside the dead band."""
+
+    def __init__(self, model: RobotModel, base: BaseParameters):
+        if tuple(base.standard_names) != tuple(model.layout.names):
+            raise IdentificationError("base parameters were computed for a different parameter layout")
+        self.model, self.base = model, base
+        self.n_std = model.layout.size
+        self.R = [np.zeros((0, self.n_std + 2)) for _ in range(model.n)]
+        self.counts = np.zeros(model.n, dtype=np.int64)
+        self.n_samples = 0
+
+    def add(self, data: ProcessedData, keep: np.ndarray) -> None:
+        """Rows of `data` where `keep` (N, n) is True."""
+        if tuple(data.joint_names) != tuple(self.model.joint_names):
+            raise IdentificationError(f"data joints {data.joint_names} differ from the model's "
+                                      f"{self.model.joint_names}")
+        N, n = data.n_samples, self.model.n
+        self.n_samples += N
+        if N == 0:
+            return
+        Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
+        for j in range(n):
+            rows = keep[:, j]
+            m = int(rows.sum())
+            if not m:
+                continue
+            block = np.empty((m, self.n_std + 2))
+            block[:, :self.n_std] = Ws[rows, j, :]
+            block[:, self.n_std] = data.effort[rows, j]
+            block[:, self.n_std + 1] = data.effort_raw[rows, j]
+            self.R[j] = np.linalg.qr(np.vstack([self.R[j], block]), mode="r")
+            self.counts[j] += m
+
+    def problem(self) -> IdentificationProblem:
+        model = self.model
+        for k, name in enumerate(model.joint_names):
+            if self.counts[k] == 0:
+                raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band "
+                                          "(is it moving at all?)")
+        stack = np.vstack(self.R)
+        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(self.R)])
+        Ws = stack[:, :self.n_std]
+        return IdentificationProblem(self.base.regressor(Ws), stack[:, self.n_std], joint, model.joint_names,
+                                     self.base.names, self.n_samples, self.base, Ws, model.layout,
+                                     model.nominal.copy(), None, row_counts=self.counts.copy())
+
+    def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
+        """Per joint RMS of raw effort - W x over the kept rows (base values x)."""
+        v = np.zeros(self.n_std + 2)
+        v[:self.n_std] = self.base.standard_from_base(values)
+        v[self.n_std + 1] = -1.0
+        ss = np.array([float(np.sum((R @ v) ** 2)) for R in self.R])
+        return np.sqrt(ss / np.maximum(self.counts, 1))
+
+
+def _guard_rows(store, lo: int, hi: int, guard_s: float) -> int:
+    """Rows of a store within `guard_s` seconds of each other, bounded from the smallest step."""
+    d = store.read(lo, min(hi, lo + 64))
+    if d.n_samples < 2:
+        return 2
+    step = float(np.min(np.diff(d.t)))
+    return int(math.ceil(guard_s / max(step, 1e-9))) + 3
+
+
+def _chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int):
+    """(ProcessedData rows [a, b), moving mask of those rows as part of [lo, hi))."""
+    margin = _guard_rows(store, lo, hi, guard_s) if guard_s > 0 else 0
+    for a in range(lo, hi, chunk):
+        b = min(a + chunk, hi)
+        a0, b0 = max(lo, a - margin), min(hi, b + margin)
+        d = store.read(a0, b0)
+        mask = d.moving_mask(threshold, guard_s)
+        sl = slice(a - a0, b - a0)
+        yield d.subset(np.arange(d.n_samples)[sl]), mask[sl]
+
+
+def accumulate(store, lo: int, hi: int, model: RobotModel, base: BaseParameters, threshold: float,
+               guard_s: float, chunk: int = CHUNK_SAMPLES, progress=None, plot_points: int = PLOT_POINTS):
+    """The compressed problem of rows [lo, hi) of a store, and every k-th sample of
+    them (at most `plot_points`) for the plots."""
+    acc = CompressedAccumulator(model, base)
+    every = max(1, -(-(hi - lo) // plot_points))
+    picks = []
+    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk):
+        acc.add(d, mask)
+        first = (-(acc.n_samples - d.n_samples - 0) % every)
+        picks.append(d.subset(np.arange(first, d.n_samples, every)))
+        if progress is not None:
+            progress(acc.n_samples, hi - lo)
+    from ..data.signals import concatenate
+    return acc, concatenate(picks)
+
+
+def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold: float, guard_s: float,
+                   noise_std=None, chunk: int = CHUNK_SAMPLES, plot_points: int = PLOT_POINTS,
+                   progress=None) -> ValidationReport:
+    """`validation.validate` on rows [lo, hi) of a store, chunk by chunk; the report's
+    time series hold every k-th sample (at most `plot_points`), the figures all."""
+    n = model.n
+    ss, ref, mx, cnt = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
+    every = max(1, -(-(hi - lo) // plot_points))
+    ts, meas, pred_s = [], [], []
+    done = 0
+    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk):
+        pred = result.predict(model, d.q, d.qd, d.qdd)
+        e = d.effort_raw - pred
+        ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)
+        ref += np.sum(np.where(mask, d.effort_raw ** 2, 0.0), axis=0)
+        mx = np.maximum(mx, np.max(np.where(mask, np.abs(e), 0.0), axis=0))
+        cnt += mask.sum(axis=0)
+        first = -done % every
+        idx = np.arange(first, d.n_samples, every)
+        ts.append(d.t[idx])
+        meas.append(d.effort_raw[idx])
+        pred_s.append(pred[idx])
+        done += d.n_samples
+        if progress is not None:
+            progress(done, hi - lo)
+    for k in range(n):
+        if cnt[k] == 0:
+            raise SignalError(f"no validation sample left for joint {model.joint_names[k]!r} "
+                              f"(moving threshold {threshold})")
+    rms = np.sqrt(ss / cnt)
+    rref = np.sqrt(ref / cnt)
+    with np.errstate(divide="ignore"):
+        rel = np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf)
+    ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
+    return ValidationReport(tuple(model.joint_names), rms, rel, ratio, mx, cnt.astype(int), threshold,
+                            np.concatenate(ts), np.vstack(meas), np.vstack(pred_s))

@@ -1,0 +1,137 @@
+"""`identify` in bounded memory: the bag is read, synchronised and processed in chunks
+into a temporary file (`data.bag_processed`), then the identification rows are
+accumulated into the compressed problem (`estimation.compressed`) and the held-out
+rows validated chunk by chunk. Same numbers as the in-memory path (same rules, same
+hold-out cut, same dead band), memory independent of the recording's length.
+
+Estimators that need every row (robust, rls, sobol-ga, sobol-ls) get the processed
+rows of the identification part in memory, as on the in-memory path, up to
+`MAX_ROWS_IN_MEMORY` regressor rows (samples x joints); beyond that they are refused
+with the numbers and what to do instead.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data.bag_processed import process_bag
+from ..errors import IdentificationError
+from ..io.result_folder import write_result_folder
+from ..model.robot import RobotModel
+from ..util.blas import single_threaded_blas
+from ..util.progress import Progress
+from . import ESTIMATORS, IdentificationResult
+from .compressed import PLOT_POINTS, accumulate, validate_store
+from .pipeline import base_parameters, identify, validate_result
+from .validation import ValidationReport
+
+COMPRESSED_METHODS = ("ols", "wls", "physical")
+# Regressor rows the row-based estimators may hold: the standard and base regressors of
+# 400 k rows of a 6-joint arm (84 + ~50 columns) take about 430 MB.
+MAX_ROWS_IN_MEMORY = 400_000
+
+
+@dataclass
+class StreamedOutcome:
+    model: RobotModel
+    result: IdentificationResult
+    validation: ValidationReport | None
+    output: Path | None
+    sync_summary: str
+    identified_urdf: Path | None = None
+
+
+def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
+                      plots: bool = True, source: dict | None = None) -> StreamedOutcome:
+    """Identify a bag with the parsed config `cfg` (io.config), identification config
+    `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
+    `output` unless None. Used by ``robot-ident identify`` and the identification node.
+    Runs with one BLAS thread: its factorisations are many small ones (see util.blas),
+    10-100x faster so on a busy machine."""
+    with single_threaded_blas():
+        return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
+                                  plots, source)
+
+
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source):
+    settings = icfg.settings
+    thr, guard = settings.moving_threshold, settings.guard_s
+    with progress.stage("read bag"):
+        pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"))
+    try:
+        store = pb.store
+        N = store.n_samples
+        cut = int(round((1.0 - icfg.holdout) * N)) if icfg.holdout > 0 else N
+        base = base_parameters(model, settings)
+        validation = None
+        points = PLOT_POINTS if plots else 16      # samples kept for the plots
+        if settings.method in COMPRESSED_METHODS:
+            with progress.stage("identify"):
+                acc, plot_data = accumulate(store, 0, cut, model, base, thr, guard, plot_points=points,
+                                            progress=progress.counter("samples"))
+                problem = acc.problem()
+                result = ESTIMATORS[settings.method](problem)
+                raw = acc.raw_residual_rms(result.values)
+                result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw)}
+                result.extra.update({"moving_threshold": thr, "reversal_guard_s": guard,
+                                     "rows_kept_fraction": problem.n_rows / (cut * model.n)})
+            if cut < N:
+                with progress.stage("validate"):
+                    validation = validate_store(result, model, store, cut, N, thr, guard, plot_points=points,
+                                                progress=progress.counter("samples"))
+        else:
+            if cut * model.n > MAX_ROWS_IN_MEMORY:
+                raise IdentificationError(
+                    f"method {settings.method!r} needs every regressor row in memory: {cut} samples x "
+                    f"{model.n} joints = {cut * model.n} rows exceed the limit of {MAX_ROWS_IN_MEMORY}; use "
+                    "ols, wls or physical (compressed, any length), or lower "
+                    "identification.filter.target_rate_hz, or identify a shorter recording")
+            ident_data = store.read(0, cut)
+            with progress.stage("identify"):
+                result = identify(model, ident_data, settings, base)
+            plot_data = ident_data
+            if cut < N:
+                with progress.stage("validate"):
+                    validation = validate_result(result, model, store.read(cut, N), settings)
+        summary = pb.summary
+    finally:
+        pb.store.close()
+    if output is None:
+        return StreamedOutcome(model, result, validation, None, summary)
+    out = Path(output)
+    with progress.stage("write"):
+        src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
+               "synchronisation": summary, "read": "streaming"}
+        src.update(source or {})
+        urdf = write_result_folder(out, model, result, validation, plot_data, {"source": src}, config_path, plots)
+    return StreamedOutcome(model, result, validation, out, summary, urdf)
+
+
+
+class _BaseValues:
+    """`predict` of given base parameter values (a loaded result)."""
+
+    def __init__(self, base, values):
+        self.base, self.values = base, values
+
+    def predict(self, model, q, qd, qdd):
+        return (self.base.regressor(model.regressor(q, qd, qdd)) @ self.values).reshape(-1, model.n)
+
+
+def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
+                      noise_std=None, progress: Progress | None = None) -> tuple[ValidationReport, int]:
+    """Validation of base parameter `values` on a whole bag in bounded memory (the
+    ``validate`` command): (report, processed samples)."""
+    progress = progress or Progress(quiet=True)
+    with single_threaded_blas():
+        with progress.stage("read bag"):
+            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"))
+        try:
+            N = pb.store.n_samples
+            with progress.stage("validate"):
+                report = validate_store(_BaseValues(base, values), model, pb.store, 0, N, threshold, guard_s,
+                                        plot_points=16,
+                                        noise_std=noise_std, progress=progress.counter("samples"))
+        finally:
+            pb.store.close()
+    return report, N
