@@ -75,7 +75,8 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
         assert r <= 1.3 * noise[j], (j, r, noise[j])
     kv = dict(s.key_values())
     assert kv["method"] == node.result.method and f"validation_rms.{s.joints[0]}" in kv
-    assert len(kv) == 3 + len(s.names) + len(s.joints)
+    assert len(kv) == 3 + len(s.warnings) + len(s.names) + len(s.joints)
+    assert all(v.startswith("warning: ") for k, v in kv.items() if k.startswith("warning."))
 
 
 def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_urdf, tmp_path):
@@ -94,13 +95,18 @@ def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_u
     assert (rec.bag / "metadata.yaml").is_file() and rec.messages == len(msgs)
     status = []
     node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls",
-                             progress=StatusProgress(status.append, interval=0.0))
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False)
+                             progress=StatusProgress(status.append, interval=0.0), stream_above_messages=0)
+    assert "input plausibility checks were not run" in node.warnings[0]
+    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False,
+                       streaming=True)
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
     assert node.holdout == 0.2 and (tmp_path / "node" / "result.yaml").is_file()
     assert any(s.startswith("identifying: [read bag]") and "msg/s" in s for s in status)
     assert any(s.startswith("identifying: [identify]") for s in status)
+    checked = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node2", CONFIG, method="wls")   # short: read back
+    np.testing.assert_allclose(checked.result.values, node.result.values, rtol=1e-9)
+    assert not any("were not run" in w for w in checked.warnings)
 
 
 def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag, demo_urdf):
@@ -164,6 +170,32 @@ def test_holdout_fraction():
     assert holdout_fraction(0.2, 0) == 0.2 and holdout_fraction(0.2, 1) == 0.2
     assert holdout_fraction(0.2, 4) == 0.25
 
+
+def test_bag_recorder_keeps_duck_typed_messages(tmp_path):
+    """rclpy-like messages (array.array fields) in, the same values out of the bag."""
+    import array
+    from types import SimpleNamespace as NS
+
+    from robot_ident.data.bag_stream import bag_chunks
+    win = RecordingWindow("/joint_states", "/currents", "joint_state", bag_root=tmp_path, storage="sqlite3")
+    win.start()
+    for k in range(50):
+        hdr = NS(stamp=NS(sec=100 + k // 10, nanosec=(k % 10) * 100_000_000), frame_id="")
+        win.add_joint_state(NS(header=hdr, name=["a", "b"], position=array.array("d", [k, -k]),
+                               velocity=array.array("d", [0.5, 0.25]), effort=array.array("d")), 5 + k)
+        win.add_current(NS(header=hdr, name=["b", "a"], position=array.array("d"),
+                           velocity=array.array("d"), effort=array.array("d", [2.0 * k, 3.0])), 6 + k)
+    ok, _, rec = win.stop()
+    assert ok and rec.messages == 100
+    topics = {"/joint_states": ("joint_state", None), "/currents": ("joint_state", None)}
+    got = {}
+    for chunk in bag_chunks(rec.bag, topics):
+        got.update(chunk)
+    js, cur = got["/joint_states"], got["/currents"]
+    assert np.array_equal(js.matrix("position", ["a", "b"])[:, 1], -np.arange(50.0))
+    assert np.isnan(js.matrix("effort", ["a"])).all()
+    assert np.array_equal(cur.matrix("effort", ["a", "b"])[:, 1], 2.0 * np.arange(50))
+    assert js.stamps[12] == 101_200_000_000 and np.array_equal(cur.received, 6 + np.arange(50))
 
 def _js(sec):
     from types import SimpleNamespace as NS
@@ -231,28 +263,14 @@ def test_watchdog_ignores_a_stall_of_the_node_itself():
     assert win.watchdog(1.6, 1.0)[0] is None and win.is_open
 
 
-def test_bag_recorder_keeps_duck_typed_messages(tmp_path):
-    """rclpy-like messages (array.array fields) in, the same values out of the bag."""
-    import array
-    from types import SimpleNamespace as NS
-
-    from robot_ident.data.bag_stream import bag_chunks
-    win = RecordingWindow("/joint_states", "/currents", "joint_state", bag_root=tmp_path, storage="sqlite3")
-    win.start()
-    for k in range(50):
-        hdr = NS(stamp=NS(sec=100 + k // 10, nanosec=(k % 10) * 100_000_000), frame_id="")
-        win.add_joint_state(NS(header=hdr, name=["a", "b"], position=array.array("d", [k, -k]),
-                               velocity=array.array("d", [0.5, 0.25]), effort=array.array("d")), 5 + k)
-        win.add_current(NS(header=hdr, name=["b", "a"], position=array.array("d"),
-                           velocity=array.array("d"), effort=array.array("d", [2.0 * k, 3.0])), 6 + k)
-    ok, _, rec = win.stop()
-    assert ok and rec.messages == 100
-    topics = {"/joint_states": ("joint_state", None), "/currents": ("joint_state", None)}
-    got = {}
-    for chunk in bag_chunks(rec.bag, topics):
-        got.update(chunk)
-    js, cur = got["/joint_states"], got["/currents"]
-    assert np.array_equal(js.matrix("position", ["a", "b"])[:, 1], -np.arange(50.0))
-    assert np.isnan(js.matrix("effort", ["a"])).all()
-    assert np.array_equal(cur.matrix("effort", ["a", "b"])[:, 1], 2.0 * np.arange(50))
-    assert js.stamps[12] == 101_200_000_000 and np.array_equal(cur.received, 6 + np.arange(50))
+def test_watchdog_sees_joint_states_recorded_to_a_bag(tmp_path):
+    """The node records to a bag by default: the wall-clock watchdog must see those joint
+    states too (it would otherwise abort a healthy recording), and the window is not empty."""
+    win = RecordingWindow("/joint_states", "/joint_states", "joint_state", bag_root=tmp_path, storage="sqlite3")
+    win.on_excitation_state("exciting", wall=0.0)
+    for k in range(1, 30):
+        win.add_joint_state(_js(k), received_ns=k, wall=0.1 * k)
+        assert win.watchdog(0.1 * k + 0.05, 1.0)[0] is None and win.is_open
+    verdict, rec = win.on_excitation_state("done", wall=3.0)
+    assert verdict == IDENTIFY and rec.bag is not None and rec.joint_state_messages == 29
+    assert empty_reason(rec) is None

@@ -229,9 +229,9 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3, monke
     # `validate` filters with the cutoff the identification chose, not the 20 Hz default
     import robot_ident.offline.bag_workflow as bw
     seen = []
-    real = bw.read_processed
-    monkeypatch.setattr(bw, "read_processed", lambda path, cfg, settings, progress: (
-        seen.append(settings.filter.cutoff_hz) or real(path, cfg, settings, progress)))
+    real = bw.process_segments
+    monkeypatch.setattr(bw, "process_segments", lambda sync, joints, settings: (
+        seen.append(settings.filter.cutoff_hz) or real(sync, joints, settings)))
     bw.validate_bag(c, tmp_path / "res2")
     assert seen == [doc["source"]["filter_cutoff_hz"]]
     assert 100 < doc["validation"]["joints"]["shoulder_pan"]["samples"] <= 401    # 2 s at 200 Hz

@@ -71,7 +71,10 @@ def test_batch_decoder_matches_rosbags_on_mixed_layouts():
         assert np.array_equal(got.stamps, ref.stamps) and np.array_equal(got.received, ref.received)
         assert got.joint_set() == ref.joint_set()
         names = sorted(ref.joint_set())
-        for f in ref.fields:
+        # the decoder reads the fields identification uses (the message collector also keeps a
+        # DynamicJointState's positions, for the inter-topic lag check of the in-memory path)
+        assert set(got.fields) <= set(ref.fields) and "effort" in got.fields or "current" in got.fields
+        for f in got.fields:
             assert np.array_equal(got.matrix(f, names), ref.matrix(f, names), equal_nan=True), f
     # one layout -> the matrix form, no per-message lists
     raws = [bytes(ts.serialize_cdr(m, JOINT_STATE)) for m in js[10:40]]
@@ -193,13 +196,23 @@ def test_compressed_problem_gives_the_full_problems_estimates(demo_problem):
     assert np.array_equal(acc.counts, np.bincount(full.joint_of_row, minlength=model.n))
     for est in (ols, wls):
         a, b = est(comp), est(full)
-        assert rel(a.values, b.values) < 1e-9 and rel(a.std, b.std) < 1e-8
+        assert rel(a.values, b.values) < 1e-9
+        # no residual time series in a compressed problem: white-noise std, flagged as such
+        assert "white residuals" in a.extra["std_model"] and "std_model" not in b.extra
+        if est is ols:
+            r = full.y - full.W @ b.values
+            s2 = float(r @ r) / (full.n_rows - full.W.shape[1])
+            white = np.sqrt(np.diag(s2 * np.linalg.inv(full.W.T @ full.W)))
+            assert rel(a.std, white) < 1e-6
         assert a.condition_number == pytest.approx(b.condition_number, rel=1e-9)
         assert np.allclose(a.residual_rms, b.residual_rms, rtol=1e-9)
         assert np.allclose(a.joint_sigma, b.joint_sigma, rtol=1e-9)
     with single_threaded_blas():
         a, b = physically_consistent(comp), physically_consistent(full)
-    assert rel(a.values, b.values) < 1e-7
+    # its data term is weighted by the WLS covariance: white on the compressed problem, HAC
+    # on the rows, so the two estimates differ a little (the fit to the data does not)
+    assert rel(a.values, b.values) < 1e-2
+    assert np.allclose(a.residual_rms, b.residual_rms, rtol=1e-3)
     x = a.values
     raw = data.effort_raw[full.sample_of_row, full.joint_of_row]
     direct = np.sqrt(np.bincount(full.joint_of_row, weights=(raw - full.W @ x) ** 2, minlength=model.n)
@@ -227,10 +240,15 @@ def sim_bag(tmp_path_factory, demo_urdf):
 @pytest.mark.parametrize("method", ["wls", "physical"])
 def test_streaming_identify_gives_the_in_memory_parameters(sim_bag, demo_urdf, method):
     from robot_ident.offline.bag_workflow import identify_bag
-    a = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"s_{method}", method=method, plots=False)
+    a = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"s_{method}", method=method, plots=False,
+                     streaming=True)
     b = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"m_{method}", method=method, plots=False,
                      streaming=False)
     assert a.result.extra.get("raw_residual_rms") and (sim_bag / f"s_{method}" / "result.yaml").is_file()
+    if method == "physical":    # see test_compressed_problem_gives_the_full_problems_estimates
+        assert rel(a.result.values, b.result.values) < 1e-2
+        assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-3)
+        return
     assert rel(a.result.values, b.result.values) < 1e-9
     assert a.result.n_rows == b.result.n_rows and a.result.n_samples == b.result.n_samples
     assert a.result.condition_number == pytest.approx(b.result.condition_number, rel=1e-9)
@@ -247,7 +265,8 @@ def test_row_based_methods_bound_their_rows(sim_bag, demo_urdf, monkeypatch):
     from robot_ident.offline.bag_workflow import identify_bag
     monkeypatch.setattr(streaming, "MAX_ROWS_IN_MEMORY", 1000)
     with pytest.raises(IdentificationError, match="needs every regressor row in memory: .* exceed the limit"):
-        identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / "robust", method="robust", plots=False)
+        identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / "robust", method="robust", plots=False,
+                     streaming=True)
     assert not (sim_bag / "robust" / "result.yaml").exists()
 
 
@@ -313,7 +332,8 @@ def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
     ref = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "mem", method="wls", plots=False,
                        streaming=False)
     assert rel([p["value"] for p in doc["base_parameters"]], ref.result.values) < 1e-9
-    streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False)
+    streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False,
+                            streaming=True)
     assert "white residuals" in streamed.result.extra["std_model"]
     assert "std_model" not in ref.result.extra          # in memory: HAC from the residual time series
     assert main(argv[:-4] + ["--output", str(tmp_path / "x"), "--table", "t.csv", "--quiet"]) == 2

@@ -336,3 +336,106 @@ def test_unset_header_stamps_fall_back_on_receive_times():
     res = sync(zero, ef)
     assert any("header.stamp unset" in n for n in res.report.notes)
     assert np.allclose(res.segments[0].q, clean.q, rtol=0, atol=1e-12)
+
+
+def _with_receive(stream, latency_ns=200_000, step_at=None, step_ns=0):
+    """The stream with receive times (stamps + latency) and, from message `step_at` on,
+    header stamps moved back by `step_ns` (a clock step on this topic only)."""
+    stamps = stream.stamps.copy()
+    rx = stamps + latency_ns
+    if step_at is not None:
+        stamps[step_at:] -= step_ns
+    return JointStream(stream.topic, stamps, stream.names, stream.fields, rx)
+
+
+@pytest.mark.parametrize("step_ms", [3.0, 30.0, 300.0])
+def test_clock_step_on_one_topic_cuts_and_drops_the_misaligned_part(step_ms):
+    # an NTP step of 3-300 ms on /joint_states only: the stamps after it no longer line up
+    # with the current topic's; that part is dropped, never interleaved or re-sorted
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    k = int(np.searchsorted(t, 1.2))
+    res = sync(_with_receive(st, step_at=k, step_ns=int(step_ms * 1e6)), _with_receive(ef))
+    assert res.report.time_jumps == 1 and res.report.streams["states"].out_of_order == 0
+    assert res.report.dropped_pairs == 1
+    assert any("clocks of topics" in n for n in res.report.notes)
+    for rec in res.segments:
+        _check_against_truth(rec, _origin_s(rec))
+    assert max(rec.t[-1] + _origin_s(rec) for rec in res.segments) < 1.2 + 1e-9
+
+
+def test_clock_step_on_both_topics_keeps_both_sides():
+    t, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    step = int(0.3e9)
+    res = sync(_with_receive(st, step_at=int(np.searchsorted(t, 1.0)), step_ns=step),
+               _with_receive(ef, step_at=int(np.searchsorted(te, 1.0)), step_ns=step))
+    assert res.report.time_jumps == 1 and res.report.dropped_pairs == 0
+    assert len(res.segments) == 2
+    first, second = res.segments
+    _check_against_truth(first, _origin_s(first))
+    # the second pass is stamped 0.3 s early: its signals are those of t + 0.3 s
+    _check_against_truth(second, _origin_s(second) + 0.3)
+    assert first.duration + second.duration == pytest.approx(2.0, abs=0.01)
+
+
+def test_small_clock_step_without_receive_times_is_cut_not_resorted():
+    t, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    step = int(0.1e9)
+    st2 = JointStream(st.topic, np.where(t >= 1.0, st.stamps - step, st.stamps), st.names, st.fields)
+    ef2 = JointStream(ef.topic, np.where(te >= 1.0, ef.stamps - step, ef.stamps), ef.names, ef.fields)
+    res = sync(st2, ef2)
+    assert res.report.time_jumps == 1 and res.report.streams["states"].out_of_order == 0
+    assert len(res.segments) == 2
+    with pytest.raises(SignalError, match="jumps back in time 1 time.*cannot be paired"):
+        sync(st2, ef)
+
+
+def test_absurd_grid_rate_is_an_error_not_a_memory_error():
+    _, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    with pytest.raises(SignalError, match="rate_hz 1e\\+09 Hz is more than 20 times"):
+        sync(st, ef, rate_hz=1e9)
+
+
+def test_joint_missing_from_some_messages_is_counted_as_missing_not_non_finite():
+    t, st = make_states()
+    _, ef = make_efforts(per_message_order=False)
+    names, pos = [], []
+    for k in range(len(st)):
+        if k % 2:
+            names.append(("a", "b"))
+            pos.append(q_true(t[k:k + 1])[0, :2])
+        else:
+            names.append(JOINTS)
+            pos.append(q_true(t[k:k + 1])[0])
+    half = JointStream("/joint_states", st.stamps, names, {"position": pos})
+    res = sync(half, ef)
+    r = res.report.streams["states"]
+    assert r.missing_by_joint == {"c": len(st) // 2} and r.nan_by_joint == {}
+    assert f"{len(st) // 2} joint values missing, 0 non-finite" in res.report.summary()
+
+
+def test_current_topic_positions_with_nans_never_drop_effort_samples():
+    _, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    pos = q_true(te)
+    pos[::3, 1] = np.nan                      # a joint without a position interface now and then
+    ef2 = JointStream.from_arrays(ef.topic, ef.stamps, ef.names, current=ef.fields["current"], position=pos)
+    res = sync(st, ef2)
+    assert res.report.streams["efforts"].nan_samples == 0
+    assert res.report.lag is not None and abs(res.report.lag.lag_s) < 1e-4 and not res.report.lag_corrected
+
+
+def test_lag_of_the_current_topic_is_measured_on_positions_and_corrected():
+    _, st = make_states()
+    te, ef = make_efforts(per_message_order=False)
+    late = JointStream.from_arrays(ef.topic, ef.stamps + int(0.02e9), ef.names, current=ef.fields["current"],
+                                   position=q_true(te))
+    res = sync(st, late)
+    assert res.report.lag_corrected and abs(res.report.lag.lag_s - 0.02) < 2e-4
+    for rec in res.segments:
+        _check_against_truth(rec, _origin_s(rec))
+    with pytest.raises(SignalError, match="offset from '/joint_states' by .* sync.max_lag_s = 0.01"):
+        sync(st, late, max_lag_s=0.01)

@@ -1,16 +1,19 @@
 """`robot-ident` command line. Each sub-command lives in robot_ident/cli/commands/<name>.py
 and exposes `add_parser(subparsers)` (which sets `func`) ; bad input exits with
-status 2 and a one-line reason, never a traceback."""
+status 2 and a one-line reason, never a traceback (``--verbose``, anywhere on the
+command line, adds the full message and the traceback)."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import traceback
 
 from ..errors import RobotIdentError
 
 # Order is the order shown by --help.
 COMMANDS = ("demo", "design", "simulate", "identify", "validate", "report")
+MAX_MESSAGE = 400          # characters of an error line (a 900-character key name is cut)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="robot-ident",
         description="Identify the dynamic model of a robot arm: excitation design, "
                     "simulation, identification and validation.")
+    parser.add_argument("--verbose", action="store_true",
+                        help="on an error, print the full message and the traceback (allowed anywhere)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -25,17 +30,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Collapse a message onto one line ('; ' between its lines) and cut it at `limit`."""
+    line = "; ".join(" ".join(part.split()) for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit - 16] + " ... (--verbose)"
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line reason printed for an exception the command did not expect."""
+    if isinstance(exc, RobotIdentError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return ("out of memory (a setting such as base_samples, sync.rate_hz or filter.target_rate_hz may ask "
+                "for far more samples than the data has)")
+    if isinstance(exc, OSError):
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        return f"cannot access{where}: {exc.strerror or exc}"
+    return f"unexpected {type(exc).__name__}: {exc}"
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a != "--verbose"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.verbose = verbose
     try:
         return int(args.func(args) or 0)
-    except RobotIdentError as exc:
-        print(f"robot-ident {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"robot-ident {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:   # every failure: one line and exit 2 (details with --verbose)
+        if verbose:
+            traceback.print_exc()
+            print(f"robot-ident {args.command}: error: {describe(exc)}", file=sys.stderr)
+        else:
+            print(f"robot-ident {args.command}: error: {one_line(describe(exc))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def _open(path):
         reader = AnyReader([p], default_typestore=make_typestore())
         reader.open()
     except Exception as exc:   # rosbags raises several reader errors
-        raise BagError(f"cannot read bag {p}: {exc}") from exc
+        raise BagError(f"cannot read bag {p}: it looks corrupt or truncated ({type(exc).__name__}: {exc})") from exc
     return reader
 
 
@@ -133,7 +133,7 @@ def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str
     except RobotIdentError:
         raise
     except Exception as exc:
-        raise BagError(f"cannot read bag {path}: {exc}") from exc
+        raise BagError(f"cannot read bag {path}: it looks corrupt or truncated ({type(exc).__name__}: {exc})") from exc
     finally:
         reader.close()
 

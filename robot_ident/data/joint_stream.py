@@ -101,6 +101,20 @@ class JointStream:
             out[i] = v
         return out
 
+    def lists(self, joints: Sequence[str]) -> np.ndarray:
+        """(M, len(joints)) True where a message lists the joint (whatever its values)."""
+        if self._shared:
+            return np.tile(np.array([j in self.names for j in joints]), (len(self), 1))
+        out = np.empty((len(self), len(joints)), dtype=bool)
+        rows: dict[tuple, np.ndarray] = {}
+        for i, names in enumerate(self.names):
+            names = tuple(names)
+            r = rows.get(names)
+            if r is None:
+                r = rows[names] = np.array([j in names for j in joints])
+            out[i] = r
+        return out
+
     def select(self, rows: np.ndarray) -> "JointStream":
         """The messages at boolean mask or indices `rows`, in the same order."""
         idx = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.intp)

@@ -106,7 +106,9 @@ class JointStreamCollector:
     """Accumulates messages of one topic into a `JointStream`.
 
     ``kind`` is ``'joint_state'`` (fields ``position``, ``velocity``, ``effort``) or
-    ``'dynamic_joint_state'`` (one field named after ``interface``)."""
+    ``'dynamic_joint_state'`` (a field named after ``interface``, and ``position`` too: the
+    positions let `sync.synchronise` measure the lag between the topics; NaN where a
+    joint has no position interface)."""
 
     def __init__(self, topic: str, kind: str, interface: str | None = None):
         if kind not in ("joint_state", "dynamic_joint_state"):
@@ -122,6 +124,8 @@ class JointStreamCollector:
             self._fields = {"position": [], "velocity": [], "effort": []}
         else:
             self._fields = {interface: []}
+            if interface != "position":
+                self._fields["position"] = []
 
     def __len__(self) -> int:
         return len(self._stamps)
@@ -145,6 +149,8 @@ class JointStreamCollector:
             self._stamps.append(s)
             self._names.append(self._intern(names))
             self._fields[self.interface].append(values)
+            if "position" in self._fields and self.interface != "position":
+                self._fields["position"].append(dynamic_joint_state_values(msg, "position")[2])
 
     def stream(self) -> JointStream:
         stamps = np.asarray(self._stamps, dtype=np.int64)

@@ -123,6 +123,8 @@ class FilterOptions:
             raise SignalError(f"filter order must be >= 1, got {self.order}")
         if self.target_rate_hz is not None and not self.target_rate_hz > 0:
             raise SignalError(f"target_rate_hz must be positive, got {self.target_rate_hz}")
+        if not self.trim_s >= 0:
+            raise SignalError(f"trim_s must be >= 0, got {self.trim_s}")
 
 
 @dataclass

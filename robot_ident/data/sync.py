@@ -9,18 +9,29 @@ Rules, in the order they are applied to each stream:
 
 1. Columns are matched by joint name, never by position in the message. A joint
    that appears in no message of a stream is an error naming the joint and topic.
-2. Time jumps: a step *back* in header stamp larger than ``jump_back_s`` (default:
-   the larger of the gap limit and 0.5 s) in arrival order means the source restarted (a bag played in a
-   loop, a simulator reset). The stream is cut into *passes* there; pass k of one
-   stream is joined with pass k of the other, and each pass gives its own segments.
+2. Time steps back: wherever the header stamps step *back* in arrival order and the
+   stream stays below its previous latest stamp for more than ``LATE_MAX``
+   messages, the clock stepped (an NTP correction, a restart, a bag played in a
+   loop) -- whatever the size of the step. The stream is cut into *passes* there,
+   never re-sorted across the step. Passes are paired by receive time when both
+   streams have receive times (the bag's log times): each pair covers the time both
+   passes were being received, and a pair whose clock offset between the two topics
+   (median stamp minus receive time) differs from that of the reference pair (among
+   the pairs at least half as long as the longest, the one whose clocks agree best) by more
+   than ``max(1 ms, 10 x the latency spread)`` is dropped and reported (the clock of
+   only one topic stepped: its stamps no longer line up with the other's). Without
+   receive times pass k of one stream is joined with pass k of the other.
 3. Non-finite values (joint_state_broadcaster publishes NaN for interfaces a joint
    lacks; an empty array means the field is not published): a sample with a NaN in
-   a field that is used is dropped and counted per joint. A field that has no
+   a field that is used is dropped and counted per joint (a message that does not list
+   the joint at all is counted as *missing*, not non-finite). A field that has no
    finite value at all for some joint is *absent*: positions or efforts absent is
    an error; velocities absent means the recording carries no velocities (they will
    be differentiated from positions), noted in the report.
-4. Stamps that arrive out of order (a step back smaller than the jump limit) are
-   sorted; repeated stamps keep the first sample that arrived and count the rest.
+4. A few messages (at most ``LATE_MAX`` in a row) stamped before their predecessor, each
+   filling a hole in the stamps before it, are messages delivered late: they are sorted
+   into place and counted; repeated stamps
+   keep the first sample that arrived and count the rest.
 5. Gaps: consecutive samples of a stream further apart than ``max_gap_s``
    (default: relative to the slower stream's median period T, ``max(5 T, min(20 T,
    10 ms))`` -- 5 periods, but a fast log's hiccups of up to 10 ms (20 periods at
@@ -36,6 +47,9 @@ Rules, in the order they are applied to each stream:
    Segments shorter than ``min_segment_s`` or ``min_samples`` grid points are
    dropped and counted.
 
+The grid rate may be at most ``MAX_RATE_FACTOR`` times the faster stream's rate (a
+typo of rate_hz would otherwise ask for more memory than the machine has).
+
 Times in the output recordings are seconds from the pass's origin stamp (the first
 sample of the faster stream in that pass); ``meta['stamp_origin_ns']`` holds it.
 """
@@ -48,21 +62,37 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import SignalError
+from .clock import (
+    LATE_MAX,  # noqa: F401  (re-exported: the rules above refer to it)
+    Pass,
+    align_topics,
+    interp,
+    intersect,
+    median_period_ns,
+    pair_passes,
+    runs,
+    step_boundaries,
+)
 from .joint_stream import NS_PER_S, JointStream
 from .signals import Recording
+
+MAX_RATE_FACTOR = 20.0   # rate_hz at most this times the faster stream's rate
 
 
 @dataclass(frozen=True)
 class SyncOptions:
     rate_hz: float | None = None        # None: the faster stream's median rate
     max_gap_s: float | None = None      # None: max(5 T, min(20 T, 10 ms)), T the slower stream's median period
-    jump_back_s: float | None = None    # None: max(max_gap_s, 0.5 s)
+    jump_back_s: float | None = None    # steps back larger than this are reported as restarts, smaller ones
+                                        # as clock steps; every step back cuts the stream (rule 2)
     min_segment_s: float = 0.0
     min_samples: int = 3
     use_velocity: bool = True
+    max_lag_s: float | None = None      # lag search bound between the topics (data/lag.py); None: 0.05 s
+    lag_threshold_s: float | None = None  # lags above this are corrected; None: 0.001 s
 
     def __post_init__(self):
-        for name in ("rate_hz", "max_gap_s", "jump_back_s"):
+        for name in ("rate_hz", "max_gap_s", "jump_back_s", "max_lag_s", "lag_threshold_s"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise SignalError(f"synchronisation option {name} must be a positive number, got {v!r}")
@@ -80,14 +110,16 @@ class StreamReport:
     messages: int = 0
     rate_hz: float = float("nan")  # median rate of the stamps
     foreign: int = 0               # messages about none of the joints (another publisher), ignored
-    out_of_order: int = 0          # samples that arrived after a later-stamped one (re-sorted)
+    out_of_order: int = 0          # samples delivered late (<= LATE_MAX in a row), re-sorted
     duplicates: int = 0            # samples dropped because their stamp was seen already
     nan_samples: int = 0           # samples dropped for a non-finite value in a used field
     nan_by_joint: dict = field(default_factory=dict)
+    missing_by_joint: dict = field(default_factory=dict)   # messages that do not list the joint
     absent_fields: dict = field(default_factory=dict)   # field -> joints with no finite value
     isolated: int = 0              # samples alone between two gaps (cannot be interpolated)
     unused: int = 0                # valid samples outside every kept segment
-    passes: int = 1                # 1 + number of backward time jumps
+    passes: int = 1                # 1 + number of backward time steps
+    steps_back: list = field(default_factory=list)   # (stamp before, size) of each step back, s
 
 
 @dataclass(frozen=True)
@@ -108,7 +140,12 @@ class SyncReport:
     max_gap_s: float
     streams: dict                  # role -> StreamReport
     gaps: list = field(default_factory=list)
-    time_jumps: int = 0            # backward jumps (per stream pair: passes - 1)
+    time_jumps: int = 0            # backward time steps (the larger count of the two streams)
+    dropped_pairs: int = 0         # pass pairs whose clock offset disagrees (see rule 2)
+    lag: object = None             # data.lag.LagEstimate between the topics, if measurable
+    lag_corrected: bool = False
+    other_joints: dict = field(default_factory=dict)   # joint -> (min, max) position of the
+                                                       # state topic's joints not synchronised
     segments: int = 0
     samples: int = 0               # grid samples in kept segments
     short_segments: int = 0        # segments dropped for being too short
@@ -118,12 +155,18 @@ class SyncReport:
     def summary(self) -> str:
         lines = [f"synchronised at {self.rate_hz:.6g} Hz: {self.segments} segment(s), {self.samples} samples; "
                  f"{len(self.gaps)} gap(s) > {self.max_gap_s * 1e3:.3g} ms, {self.time_jumps} backward time "
-                 f"jump(s), {self.short_segments} short segment(s) dropped ({self.short_segment_samples} samples)"]
+                 f"step(s), {self.short_segments} short segment(s) dropped ({self.short_segment_samples} samples)"
+                 + (f", {self.dropped_pairs} stretch(es) dropped for disagreeing clocks" if self.dropped_pairs
+                    else "")]
         for r in self.streams.values():
             lines.append(f"  {r.role} {r.topic}: {r.messages} messages at {r.rate_hz:.6g} Hz; dropped "
-                         f"{r.duplicates} duplicate, {r.nan_samples} non-finite, {r.isolated} isolated; "
+                         f"{r.duplicates} duplicate, {r.nan_samples} incomplete ("
+                         f"{sum(r.missing_by_joint.values())} joint values missing, "
+                         f"{sum(r.nan_by_joint.values())} non-finite), {r.isolated} isolated; "
                          f"{r.foreign} other publishers' ignored; "
                          f"{r.out_of_order} re-sorted; {r.unused} unused")
+        if self.lag is not None:
+            lines.append("  " + self.lag.summary() + ("; corrected" if self.lag_corrected else "; not corrected"))
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -139,28 +182,14 @@ class SyncResult:
 
 
 # ---------------------------------------------------------------------- internals
-@dataclass
-class _Pass:
-    t_ns: np.ndarray               # sorted, unique, valid
-    values: dict                   # field -> (m, n)
-
-
 def default_max_gap_s(period_s: float) -> float:
     """The default gap limit for a stream whose median sample period is `period_s`."""
     return max(5.0 * period_s, min(20.0 * period_s, 0.010))
 
 
-def _median_period_ns(stamps: np.ndarray) -> float:
-    d = np.diff(stamps)
-    d = d[d > 0]
-    if d.size == 0:
-        return float("nan")
-    return float(np.median(d))
-
-
 def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Sequence[str],
-             optional: Sequence[str], jump_ns: float, report: StreamReport,
-             notes: list) -> tuple[list[_Pass], tuple[str, ...]]:
+             optional: Sequence[str], report: StreamReport,
+             notes: list, aux: Sequence[str] = ()) -> tuple[list[Pass], tuple[str, ...]]:
     topic = stream.topic
     M = len(stream)
     if M == 0:
@@ -196,10 +225,17 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
         mats[f] = m
         used_optional.append(f)
 
-    # Non-finite samples.
-    bad_rows = np.zeros(M, dtype=bool)
+    # Samples without a value: a message that does not list a joint (counted as missing),
+    # or a NaN in a used field (counted as non-finite). Auxiliary fields never drop a sample.
+    listed = stream.lists(joints)
+    missing = ~listed
+    bad_rows = missing.any(axis=1)
+    for k, j in enumerate(joints):
+        c = int(missing[:, k].sum())
+        if c:
+            report.missing_by_joint[j] = c
     for f, m in mats.items():
-        bad = ~np.isfinite(m)
+        bad = ~np.isfinite(m) & listed
         bad_rows |= bad.any(axis=1)
         for k, j in enumerate(joints):
             c = int(bad[:, k].sum())
@@ -207,17 +243,24 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
                 report.nan_by_joint[j] = report.nan_by_joint.get(j, 0) + c
     report.nan_samples = int(bad_rows.sum())
     if bad_rows.all():
+        counts = [f"{j} missing from {report.missing_by_joint.get(j, 0)}, NaN in {report.nan_by_joint.get(j, 0)}"
+                  for j in joints if report.missing_by_joint.get(j) or report.nan_by_joint.get(j)]
         raise SignalError(f"no message on topic {topic!r} carries finite {' and '.join(mats)} values for all of "
                           f"{', '.join(joints)} at once (are the joints split across several publishers, or "
-                          f"is a value NaN in every message?); per joint non-finite counts: "
-                          f"{', '.join(f'{j} {c}' for j, c in report.nan_by_joint.items())}")
+                          f"is a value NaN in every message?); per joint: {'; '.join(counts)}")
+    for f in aux:
+        if f in stream.fields:
+            mats[f] = stream.matrix(f, joints)
 
-    # Passes: split at big backward steps in arrival order.
+    # Passes: split where the clock steps back (rule 2); late messages are re-sorted (rule 4).
     stamps = stream.stamps
-    steps = np.diff(stamps)
-    jumps = np.flatnonzero(steps < -jump_ns) + 1
+    rx = stream.received
+    jumps = np.array(step_boundaries(stamps), dtype=int)
     report.passes = jumps.size + 1
-    bounds = np.concatenate([[0], jumps, [M]])
+    for b in jumps:
+        before = int(np.max(stamps[:b]))
+        report.steps_back.append(((before - int(stamps[0])) / NS_PER_S, (before - int(stamps[b])) / NS_PER_S))
+    bounds = np.concatenate([[0], jumps, [M]]).astype(int)
     passes = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         s = stamps[a:b]
@@ -231,48 +274,8 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
         first[1:] = ts[1:] != ts[:-1]
         report.duplicates += int((~first).sum())
         order, ts = order[first], ts[first]
-        passes.append(_Pass(ts, {f: m[order] for f, m in mats.items()}))
+        passes.append(Pass(ts, {f: m[order] for f, m in mats.items()}, rx[order] if rx is not None else None))
     return passes, tuple(used_optional)
-
-
-def _runs(t: np.ndarray, max_gap: float) -> tuple[list[tuple[int, int]], list[tuple[float, float]], int]:
-    """Index ranges [i0, i1] of runs without gaps (>= 2 samples), the gaps, isolated sample count."""
-    if t.size == 0:
-        return [], [], 0
-    breaks = np.flatnonzero(np.diff(t) > max_gap)
-    starts = np.concatenate([[0], breaks + 1])
-    ends = np.concatenate([breaks, [t.size - 1]])
-    gaps = [(float(t[i]), float(t[i + 1])) for i in breaks]
-    runs, isolated = [], 0
-    for a, b in zip(starts, ends):
-        if b > a:
-            runs.append((int(a), int(b)))
-        else:
-            isolated += 1
-    return runs, gaps, isolated
-
-
-def _intersect(r1: list[tuple[float, float]], r2: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out, i, k = [], 0, 0
-    while i < len(r1) and k < len(r2):
-        a = max(r1[i][0], r2[k][0])
-        b = min(r1[i][1], r2[k][1])
-        if b > a:
-            out.append((a, b))
-        if r1[i][1] < r2[k][1]:
-            i += 1
-        else:
-            k += 1
-    return out
-
-
-def _interp(ts: np.ndarray, values: np.ndarray, tg: np.ndarray) -> np.ndarray:
-    """Linear interpolation of all columns of `values` (m, n) at `tg` (inside [ts0, ts-1])."""
-    idx = np.searchsorted(ts, tg, side="right") - 1
-    idx = np.clip(idx, 0, ts.size - 2)
-    t0, t1 = ts[idx], ts[idx + 1]
-    w = ((tg - t0) / (t1 - t0))[:, None]
-    return values[idx] * (1.0 - w) + values[idx + 1] * w
 
 
 # ----------------------------------------------------------------------------- API
@@ -339,7 +342,7 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     for s, r in ((states, rs), (efforts, re_)):
         if len(s) < 2:
             raise SignalError(f"topic {s.topic!r} has {len(s)} message(s); at least 2 are needed")
-        p = _median_period_ns(s.stamps)
+        p = median_period_ns(s.stamps)
         if not math.isfinite(p):
             raise SignalError(f"topic {s.topic!r}: all {len(s)} stamps are equal ({s.stamps[0]} ns)")
         per[r.role] = p
@@ -355,33 +358,52 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     if max_gap < 1.5 * slow_ns / NS_PER_S:
         notes.append(f"max_gap_s {max_gap:g} s is below 1.5 periods of the slower stream; most of it "
                      "will be treated as gaps")
-    # A message delivered late steps back a little and is re-sorted; a restart steps back far.
-    jump_ns = (opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)) * NS_PER_S
-
+    if opt.rate_hz is not None and rate > MAX_RATE_FACTOR * NS_PER_S / min(per.values()):
+        raise SignalError(f"sync rate_hz {rate:g} Hz is more than {MAX_RATE_FACTOR:g} times the faster "
+                          f"stream's rate ({NS_PER_S / min(per.values()):.6g} Hz); interpolating that finely "
+                          "adds no information")
     opt_fields = (velocity_field,) if opt.use_velocity else ()
-    sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, jump_ns, rs, notes)
-    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), jump_ns, re_, notes)
-    if len(sp) != len(ep):
-        raise SignalError(f"topic {states.topic!r} jumps back in time {len(sp) - 1} time(s) but topic "
-                          f"{efforts.topic!r} {len(ep) - 1} time(s); the passes cannot be paired")
+    sp, s_opt = _prepare(states, "states", joints, (position_field,), opt_fields, rs, notes)
+    e_pos = (position_field,) if position_field in efforts.fields and efforts is not states else ()
+    ep, _ = _prepare(efforts, "efforts", joints, (effort_field,), (), re_, notes, aux=e_pos)
+    restart_s = opt.jump_back_s if opt.jump_back_s is not None else max(max_gap, 0.5)
+    for s_, r in ((states, rs), (efforts, re_)):
+        for at, size in r.steps_back:
+            kind = "restarts (a new run or a bag played in a loop)" if size > restart_s else "steps back (a clock step)"
+            notes.append(f"topic {s_.topic!r}: time {kind} by {size:.4g} s at {at:.4g} s from its first stamp; "
+                         "the data are cut there")
+    pairs, dropped = pair_passes(sp, ep, states.topic, efforts.topic, notes)
+    lag, lag_applied = None, False
+    if e_pos and pairs:
+        pairs, lag, lag_applied = align_topics(pairs, position_field, opt, states.topic, efforts.topic, notes)
+    others = {}
+    extra = sorted(states.joint_set() - set(joints))
+    if extra and position_field in states.fields:
+        m = states.matrix(position_field, extra)
+        for k, j in enumerate(extra):
+            col = m[:, k][np.isfinite(m[:, k])]
+            if col.size:
+                others[j] = (float(col.min()), float(col.max()))
     has_qd = velocity_field in s_opt
-    report = SyncReport(rate, max_gap, {"states": rs, "efforts": re_}, time_jumps=len(sp) - 1, notes=notes)
+    report = SyncReport(rate, max_gap, {"states": rs, "efforts": re_}, time_jumps=max(len(sp), len(ep)) - 1,
+                        notes=notes, dropped_pairs=dropped, other_joints=others, lag=lag,
+                        lag_corrected=lag_applied)
     segments: list[Recording] = []
 
-    for k, (ps, pe) in enumerate(zip(sp, ep)):
+    for k, (ps, pe) in enumerate(pairs):
         ref = pe if fast_role == "efforts" else ps
         if ref.t_ns.size == 0 or ps.t_ns.size == 0 or pe.t_ns.size == 0:
             continue
         origin = int(ref.t_ns[0]) if grid_origin_ns is None else int(grid_origin_ns)
         ts = (ps.t_ns - origin) / NS_PER_S
         te = (pe.t_ns - origin) / NS_PER_S
-        runs_s, gaps_s, iso_s = _runs(ts, max_gap)
-        runs_e, gaps_e, iso_e = _runs(te, max_gap)
+        runs_s, gaps_s, iso_s = runs(ts, max_gap)
+        runs_e, gaps_e, iso_e = runs(te, max_gap)
         rs.isolated += iso_s
         re_.isolated += iso_e
         report.gaps += [Gap(states.topic, k, a, b) for a, b in gaps_s]
         report.gaps += [Gap(efforts.topic, k, a, b) for a, b in gaps_e]
-        common = _intersect([(ts[a], ts[b]) for a, b in runs_s], [(te[a], te[b]) for a, b in runs_e])
+        common = intersect([(ts[a], ts[b]) for a, b in runs_s], [(te[a], te[b]) for a, b in runs_e])
         used_s = np.zeros(ts.size, dtype=bool)
         used_e = np.zeros(te.size, dtype=bool)
         for a, b in common:
@@ -394,9 +416,9 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
                 continue
             tg = np.arange(k0, k1 + 1) * h
             tg = np.clip(tg, a, b)     # guard round-off at the ends
-            q = _interp(ts, ps.values[position_field], tg)
-            qd = _interp(ts, ps.values[velocity_field], tg) if has_qd else None
-            eff = _interp(te, pe.values[effort_field], tg)
+            q = interp(ts, ps.values[position_field], tg)
+            qd = interp(ts, ps.values[velocity_field], tg) if has_qd else None
+            eff = interp(te, pe.values[effort_field], tg)
             used_s |= (ts >= tg[0] - h) & (ts <= tg[-1] + h)
             used_e |= (te >= tg[0] - h) & (te <= tg[-1] + h)
             m = dict(meta or {})

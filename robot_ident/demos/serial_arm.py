@@ -170,6 +170,9 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
     setup = setup or DemoSetup()
     progress = progress or Progress(quiet=True)
     settings = setup.settings
+    if output is not None:
+        from ..io.staging import check_output_folder
+        check_output_folder(output, "result")        # before any work
     exp = simulate_experiment(setup, progress)
     cad, ident_data, valid_data = exp.cad, exp.ident_data, exp.valid_data
     with progress.stage("base parameters"):
@@ -196,18 +199,20 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
                 "median_relative_error_well_determined": float(np.median(rel[good])) if good.any() else None,
                 "stage_seconds": {k: round(v, 4) for k, v in progress.timings.items()},
             }}
-            write_result_yaml(out, result_to_dict(result, cad, validation, extra))
-            write_identified_urdf(out, cad, result)
-            atomic_write_text(out / "model.urdf", cad.urdf_xml)
-            write_run_samples(out, cad, result, ident_data, valid_data)
-            if plots:
-                pred_id = result.predict(cad, ident_data.q, ident_data.qd, ident_data.qdd)
-                plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred_id,
-                             cad.joint_names, "Identification trajectory: measured vs predicted effort")
-                plot_efforts(out / "validation_efforts.png", validation.t, validation.measured,
-                             validation.predicted, cad.joint_names,
-                             "Validation trajectory (held out): measured vs predicted effort")
-                write_html_report(out)
+            from ..io.staging import StagedFolder
+            with StagedFolder(out, "result") as tmp:      # written aside, swapped in whole
+                write_result_yaml(tmp, result_to_dict(result, cad, validation, extra))
+                write_identified_urdf(tmp, cad, result)
+                atomic_write_text(tmp / "model.urdf", cad.urdf_xml)
+                write_run_samples(tmp, cad, result, ident_data, valid_data)
+                if plots:
+                    pred_id = result.predict(cad, ident_data.q, ident_data.qd, ident_data.qdd)
+                    plot_efforts(tmp / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred_id,
+                                 cad.joint_names, "Identification trajectory: measured vs predicted effort")
+                    plot_efforts(tmp / "validation_efforts.png", validation.t, validation.measured,
+                                 validation.predicted, cad.joint_names,
+                                 "Validation trajectory (held out): measured vs predicted effort")
+                    write_html_report(tmp)
             outcome.output = out
     outcome.timings = dict(progress.timings)
     return outcome

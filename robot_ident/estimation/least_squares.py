@@ -95,7 +95,6 @@ def _covariance(problem: IdentificationProblem, W_w, r_w, inv) -> tuple[np.ndarr
 def ols(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = problem.n_rows, W.shape[1]
     x, inv, r, cond = _solve(W, y, problem.param_names)
     cov, info = _covariance(problem, W, r, inv)
     rms, sig = _per_joint(problem, r)

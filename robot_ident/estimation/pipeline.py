@@ -62,6 +62,11 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
     raw_rms = np.sqrt(np.bincount(problem.joint_of_row, weights=sq, minlength=model.n) / np.maximum(counts, 1))
     raw_rms = [float(v) for v in raw_rms]
     result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
+    # Is the model determined by the data? (estimation/conditioning.py; not in `extra`,
+    # which is written as the settings)
+    from .conditioning import assess_quality
+    result.quality = assess_quality(result, np.sqrt(np.mean(problem.W ** 2, axis=0)),
+                                    float(np.sqrt(np.mean(problem.y ** 2))))
     result.extra.update({"moving_threshold": settings.moving_threshold,
                          "reversal_guard_s": settings.guard_s,
                          "rows_kept_fraction": problem.n_rows / (data.n_samples * model.n)})
@@ -137,10 +142,13 @@ def identification_config(section: Mapping | None, where: str = "identification"
     order = f.get("order", 4)
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ConfigError(f"{fw}.order: expected a positive integer, got {order!r}")
-    filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
-                         target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
-                         trim_s=_num(f, "trim_s", fw, 0.2),
-                         use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    try:
+        filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
+                             target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
+                             trim_s=_num(f, "trim_s", fw, 0.2),
+                             use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+    except SignalError as exc:
+        raise ConfigError(f"{fw}: {exc}") from None
     method = section.get("method", "physical")
     if not isinstance(method, str):
         raise ConfigError(f"{where}.method: expected a name, got {method!r}")
@@ -154,6 +162,9 @@ def identification_config(section: Mapping | None, where: str = "identification"
             physical=physical)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    if settings.base_samples > 100_000:
+        raise ConfigError(f"{where}.base_samples: at most 100000 (random states for the base-parameter "
+                          f"reduction; 400 is plenty), got {settings.base_samples}")
     holdout = _num(section, "holdout", where, 0.2)
     if not 0.0 <= holdout < 0.9:
         raise ConfigError(f"{where}.holdout: must be in [0, 0.9), got {holdout}")

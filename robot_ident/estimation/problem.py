@@ -80,6 +80,7 @@ def build_problem(model: RobotModel, base: BaseParameters, data: ProcessedData,
         if not (joint == k).any():
             raise IdentificationError(
                 f"joint {name!r} has no sample moving faster than {moving_threshold} "
-                "(is it moving at all?)")
+                "(is it moving? if its positions change, the velocities the driver publishes may be zeros: set "
+                "identification.filter.use_measured_velocity: false)")
     return IdentificationProblem(W, y, joint, model.joint_names, base.names, data.n_samples, base,
                                  Ws, model.layout, model.nominal.copy(), sample, model)

@@ -26,6 +26,9 @@ class IdentificationResult:
     # Full standard parameters when the estimator produces them (physically consistent,
     # sensitivity + GA); None for base-parameter estimators (OLS, WLS, robust, RLS).
     standard_values: np.ndarray | None = None
+    # Is the model determined by the data? (estimation/conditioning.assess_quality; set by
+    # pipeline.identify)
+    quality: dict | None = None
     # Per body (by joint) of a physically consistent estimate: mass, CAD mass, mass bounds,
     # centre of mass, its region, mass_data_share and bounds_active (see estimation/physical.py).
     bodies: dict | None = None

@@ -11,6 +11,8 @@ with the numbers and what to do instead.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,9 +121,11 @@ class _BaseValues:
 
 
 def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
-                      noise_std=None, progress: Progress | None = None) -> tuple[ValidationReport, int]:
+                      noise_std=None, progress: Progress | None = None,
+                      samples_folder=None) -> tuple[ValidationReport, int]:
     """Validation of base parameter `values` on a whole bag in bounded memory (the
-    ``validate`` command): (report, processed samples)."""
+    ``validate`` command): (report, processed samples). With `samples_folder`, a decimated
+    copy of the samples (at most 3000) goes to its validation_samples.npz for the report."""
     progress = progress or Progress(quiet=True)
     with single_threaded_blas():
         with progress.stage("read bag"):
@@ -132,6 +136,30 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
                 report = validate_store(_BaseValues(base, values), model, pb.store, 0, N, threshold, guard_s,
                                         plot_points=16,
                                         noise_std=noise_std, progress=progress.counter("samples"))
+            if samples_folder is not None and N > 0:
+                _write_decimated_samples(samples_folder, pb.store, N, model, base, values, threshold, guard_s)
         finally:
             pb.store.close()
     return report, N
+
+
+def _write_decimated_samples(folder, store, N, model, base, values, threshold, guard_s,
+                             max_samples: int = 3000, block: int = 50_000) -> None:
+    """validation_samples.npz from the store, block by block (the dead band judged at full
+    rate within each block), every s-th sample kept."""
+    from ..data.signals import concatenate
+    from ..io.samples import decimation_stride, write_validation_samples
+    from ..model.transmission import dead_band_rows
+
+    s = decimation_stride(N, max_samples)
+    kept, masks = [], []
+    for a in range(0, N, block):
+        d = store.read(a, min(N, a + block))
+        first = (-a) % s                       # global index a + first is a multiple of s
+        idx = np.arange(first, d.n_samples, s)
+        if idx.size:
+            kept.append(d.subset(idx))
+            masks.append(np.asarray(dead_band_rows(model, d, threshold, guard_s))[idx])
+    data = concatenate(kept)
+    pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+    write_validation_samples(folder, model, data, pred, np.concatenate(masks), max_samples=data.n_samples)

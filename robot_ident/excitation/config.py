@@ -38,6 +38,7 @@ import yaml
 
 from ..errors import ConfigError
 from .collision.spec import CollisionSpec, parse_collision_section
+from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .constraints import Margins
 from .criteria import CRITERIA
 from .designer import FAMILIES, DesignSpec
@@ -206,11 +207,11 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
 def load_excitation_config(path: str | os.PathLike, node: str = "robot_ident") -> ExcitationConfig:
     try:
         with open(os.fspath(path), encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
+            doc = safe_load_strict(fh)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file {path} is not valid YAML: {yaml_error_line(exc)}") from exc
     try:
         return parse_excitation_config(doc, node, os.path.dirname(os.path.abspath(os.fspath(path))))
     except ConfigError as exc:

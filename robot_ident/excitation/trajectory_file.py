@@ -34,6 +34,7 @@ import yaml
 
 from ..errors import TrajectoryError
 from ..io.atomic import atomic_write_text
+from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .constraints import LimitReport
 from .families import JointMovesTrajectory, ModifiedFourierTrajectory, PolynomialTrajectory
 from .fourier import FourierTrajectory
@@ -165,9 +166,9 @@ def save_trajectory(path, tf: TrajectoryFile) -> None:
 def load_trajectory(path) -> TrajectoryFile:
     try:
         with open(os.fspath(path), encoding="utf-8") as fh:
-            d = yaml.safe_load(fh)
+            d = safe_load_strict(fh)
     except OSError as exc:
         raise TrajectoryError(f"cannot read trajectory file {path}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise TrajectoryError(f"trajectory file {path} is not valid YAML: {exc}") from exc
+        raise TrajectoryError(f"trajectory file {path} is not valid YAML: {yaml_error_line(exc)}") from exc
     return TrajectoryFile.from_dict(d)

@@ -49,12 +49,13 @@ from ..data.sync import SyncOptions
 from ..errors import ConfigError
 from ..model.actuation import ActuatorSet
 from ..model.transmission import Drive, Transmission
+from ..util.yaml_strict import safe_load_strict, yaml_error_line
 
 CURRENT_SOURCES = ("dynamic_joint_states", "joint_states_effort", "effort")
 WILDCARD = "/**"
 _OWNED = ("joints", "current_source", "current_interface", "joint_states_topic", "current_topic",
           "actuators", "sync", "transmissions")
-_SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s")
+_SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_threshold_s")
 
 
 @dataclass(frozen=True)
@@ -243,11 +244,11 @@ def load_config(path: str | os.PathLike, node_name: str | None = None) -> IdentC
     if not path.is_file():
         raise ConfigError(f"config file not found: {label}")
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = safe_load_strict(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {label}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{label}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{label}: not valid YAML: {yaml_error_line(exc)}") from exc
     return config_from_document(doc, label, node_name)
 
 

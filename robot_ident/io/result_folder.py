@@ -1,6 +1,6 @@
 """The result folder of `robot-ident identify` and of the identification node:
 result.yaml, identified.urdf (estimators with standard parameters), model.urdf and
-config.yaml for `validate`, and plots."""
+config.yaml for `validate`, and plots -- written as a unit (see io/staging.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,33 +13,52 @@ from ..report.html import plot_efforts
 from .atomic import atomic_write_text
 from .samples import write_run_samples
 from .results import result_to_dict, write_identified_urdf, write_result_yaml
+from .staging import StagedFolder, check_output_folder
+
+RESULT_KIND = "result"
 
 
 def units(model: RobotModel) -> list[str]:
     return ["N" if model.is_prismatic(j) else "N·m" for j in model.joint_names]
 
 
+def check_result_folder(out, force: bool = False) -> Path:
+    """Before any work: `out` can become a result folder (not a file, not below a file,
+    writable, and not someone else's folder unless `force`)."""
+    return check_output_folder(out, RESULT_KIND, force)
+
+
 def write_result_folder(out: Path, model: RobotModel, result: IdentificationResult,
                         validation: ValidationReport | None, ident_data: ProcessedData, extra: dict,
                         config_path=None, plots: bool = True,
-                        valid_data: ProcessedData | None = None) -> Path | None:
+                        valid_data: ProcessedData | None = None, force: bool = False) -> Path | None:
     """The result folder of `identify` (and of the identification node): result.yaml,
     identified.urdf (estimators with standard parameters), model.urdf and config.yaml for
     `validate`, plots, and samples.npz (the processed data, decimated, for the report).
-    Every file is written atomically. Returns identified.urdf's path."""
+    The folder is written aside and swapped in whole: an older result is replaced, never
+    mixed; an interrupted write leaves the old folder as it was. A model the data do not
+    determine (``result.quality``, see estimation/conditioning.py) is marked in
+    identified.urdf's comment. Returns identified.urdf's path."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_result_yaml(out, result_to_dict(result, model, validation, extra))
-    identified = write_identified_urdf(out, model, result)
-    atomic_write_text(out / "model.urdf", model.urdf_xml)
-    if config_path is not None:
-        atomic_write_text(out / "config.yaml", Path(config_path).read_text(encoding="utf-8"))
-    pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
-    write_run_samples(out, model, result, ident_data, valid_data, pred)
-    if plots:
-        plot_efforts(out / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
-                     model.joint_names, f"Identification ({result.method}): measured vs predicted", units(model))
-        if validation is not None:
-            plot_efforts(out / "validation_efforts.png", validation.t, validation.measured, validation.predicted,
-                         model.joint_names, "Held-out data: measured vs predicted", units(model))
-    return identified
+    config_text = Path(config_path).read_text(encoding="utf-8") if config_path is not None else None
+    with StagedFolder(out, RESULT_KIND, force=force) as tmp:
+        write_result_yaml(tmp, result_to_dict(result, model, validation, extra))
+        warn = None
+        quality = result.quality
+        if quality is not None and not quality.get("good", True):
+            warn = "NOT A GOOD MODEL: " + "; ".join(quality.get("reasons", []))
+        identified = write_identified_urdf(tmp, model, result, warning=warn)
+        atomic_write_text(tmp / "model.urdf", model.urdf_xml)
+        if config_text is not None:
+            atomic_write_text(tmp / "config.yaml", config_text)
+        pred = result.predict(model, ident_data.q, ident_data.qd, ident_data.qdd)
+        write_run_samples(tmp, model, result, ident_data, valid_data, pred)
+        if plots:
+            plot_efforts(tmp / "identification_efforts.png", ident_data.t, ident_data.effort_raw, pred,
+                         model.joint_names, f"Identification ({result.method}): measured vs predicted",
+                         units(model))
+            if validation is not None:
+                plot_efforts(tmp / "validation_efforts.png", validation.t, validation.measured,
+                             validation.predicted, model.joint_names, "Held-out data: measured vs predicted",
+                             units(model))
+    return out / identified.name if identified is not None else None

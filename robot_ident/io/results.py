@@ -18,9 +18,10 @@ from ..errors import ConfigError
 from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.base import BaseParameters
+from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .atomic import atomic_write_text
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2      # 2: ends with `complete: true`
 
 
 def _f(x) -> float | str:
@@ -72,6 +73,8 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
         }
         if result.bodies:     # physical estimate: per body mass, bounds, `bounds_active`, data share
             d["standard_parameters"]["bodies"] = result.bodies
+    if result.quality is not None:
+        d["model_quality"] = result.quality
     if validation is not None:
         d["validation"] = {"moving_threshold": validation.moving_threshold,
                            "joints": validation.as_dict()}
@@ -80,12 +83,32 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
     return d
 
 
+REQUIRED_KEYS = ("format_version", "method", "robot", "samples", "condition_number", "base_parameters",
+                 "settings", "base_reduction")
+END_KEY = "complete"     # written last: a file cut short lacks it
+
+
+def check_complete(d, path) -> None:
+    """A result dict read back from `path` has every section and, when it was written with
+    the end marker's format, the marker (a file cut short does not)."""
+    if not isinstance(d, dict) or not d:
+        raise ConfigError(f"{path} is empty or not a mapping: a truncated or corrupt result; re-run "
+                          "robot-ident identify")
+    missing = [k for k in REQUIRED_KEYS if k not in d]
+    if missing or (d.get("format_version", 0) >= 2 and d.get(END_KEY) is not True):
+        what = f"no {', '.join(missing)}" if missing else f"no {END_KEY!r} marker at its end"
+        raise ConfigError(f"{path} is truncated or not a complete robot_ident result ({what}); re-run "
+                          "robot-ident identify")
+
+
 def write_result_yaml(folder: str | Path, data: dict) -> Path:
+    data = {k: v for k, v in data.items() if k != END_KEY}
+    data[END_KEY] = True
     text = yaml.safe_dump(data, sort_keys=False, width=1000)
     return atomic_write_text(Path(folder) / "result.yaml", text)
 
 
-def identified_urdf_xml(model, result: IdentificationResult) -> str | None:
+def identified_urdf_xml(model, result: IdentificationResult, warning: str | None = None) -> str | None:
     """The identified URDF text from the estimator's standard parameters (bodies that are not
     physically consistent, or implausible -- mass outside the default range, centre of mass
     far outside the link -- keep their CAD values and are listed in a comment), or None
@@ -108,13 +131,17 @@ def identified_urdf_xml(model, result: IdentificationResult) -> str | None:
     note = (f"<!-- identified by robot_ident ({result.method}); bodies written: {', '.join(report.written)}"
             + (f"; kept CAD values: {', '.join(f'{b} ({why})' for b, why in report.kept_cad.items())}"
                if report.kept_cad else "") + " -->\n")
+    if warning:
+        note += f"<!-- WARNING: {warning.replace('--', '- -')} -->\n"
     head, sep, body = xml.partition("\n")
     return head + sep + note + body
 
 
-def write_identified_urdf(folder: str | Path, model, result: IdentificationResult) -> Path | None:
-    """identified.urdf (see identified_urdf_xml), or None without standard parameters."""
-    xml = identified_urdf_xml(model, result)
+def write_identified_urdf(folder: str | Path, model, result: IdentificationResult,
+                          warning: str | None = None) -> Path | None:
+    """identified.urdf (see identified_urdf_xml; `warning`: a comment line, e.g. the data
+    do not determine the model), or None without standard parameters."""
+    xml = identified_urdf_xml(model, result, warning)
     return None if xml is None else atomic_write_text(Path(folder) / "identified.urdf", xml)
 
 
@@ -124,7 +151,8 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
     if not path.is_file():
         raise ConfigError(f"no result.yaml in {folder}")
     try:
-        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+        d = safe_load_strict(path.read_text(encoding="utf-8"))
+        check_complete(d, path)
         br = d["base_reduction"]
         names = [p["name"] for p in d["base_parameters"]]
         base = BaseParameters(tuple(br["standard_names"]), np.array(br["independent"], int),
@@ -133,6 +161,9 @@ def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, n
                               tuple(names), float(br["rank_tol"]), float("nan"))
         values = np.array([float(p["value"]) for p in d["base_parameters"]])
         std = np.array([float(p["std"]) for p in d["base_parameters"]])
-    except (KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path} is not a robot_ident result file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML ({yaml_error_line(exc)}): a truncated or corrupt result") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{path} is not a complete robot_ident result ({what})") from None
     return d, base, values, std

@@ -2,7 +2,7 @@
 of a result on another bag. The command line and the identification node call these."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +52,13 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     from ..sim import SimulatedArm
     from ..sim.config import simulation_config
 
+    from ..io.staging import StagedFolder, check_output_folder
+    from .sim_checks import check_trajectory_against_urdf
+
     progress = progress or Progress(quiet=True)
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
+    check_output_folder(output, "bag", replace=False)          # before any work
     cfg = load_config(config_path)
     if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
         from ..excitation.repeat import Repeated
@@ -69,6 +73,7 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     if set(traj.joint_names) != set(cad.joint_names):
         raise ConfigError(f"trajectory {trajectory_path} moves joints {list(traj.joint_names)}, the config "
                           f"identifies {list(cad.joint_names)}")
+    check_trajectory_against_urdf(traj, cad, str(trajectory_path))
     with progress.stage("check"):
         # Limits and collisions re-checked here, whatever the file's stored report says.
         from ..excitation.collision.safety import check_for_use
@@ -97,8 +102,9 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
         run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
-    with progress.stage("write bag"):
-        info = write_bag_from_config(output, run.recording, cfg, storage=storage,
+    with progress.stage("write bag"), StagedFolder(output, "bag", replace=False, create=False) as staged:
+        # written aside and renamed into place: an interrupted write leaves nothing behind
+        info = write_bag_from_config(staged, run.recording, cfg, storage=storage,
                                      current_noise_std=sim.current_noise, seed=sim.noise.seed,
                                      version=bag_version)
         ordered = RobotModel(cad.urdf_xml, traj.joint_names, friction=cad.friction, transmission=cad.transmission)
@@ -110,20 +116,24 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
         if hasattr(cad, "springs"):
             truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
-        truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
+        atomic_write_text(staged / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
+    truth_file = Path(output) / TRUTH_FILE
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
 
 # ----------------------------------------------------------------------- identify
-def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
+def read_sync(bag, cfg):
+    """A bag or a table (data/table.py) through the config: synchronised segments."""
+    if Path(bag).suffix.lower() in (".csv", ".npz"):
+        from ..data.table import read_table_from_config
+        return read_table_from_config(bag, cfg)
     from ..data.bag import read_recordings_from_config
+    return read_recordings_from_config(bag, cfg)
 
+
+def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
     with progress.stage("read bag"):
-        if Path(bag).suffix.lower() in (".csv", ".npz"):      # a table (data/table.py)
-            from ..data.table import read_table_from_config
-            sync = read_table_from_config(bag, cfg)
-        else:
-            sync = read_recordings_from_config(bag, cfg)
+        sync = read_sync(bag, cfg)
     with progress.stage("process"):
         try:
             return process_segments(sync, cfg.joints, settings)
@@ -138,17 +148,34 @@ class IdentifyOutcome:
     validation: ValidationReport | None
     output: Path
     sync_summary: str
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
+
+
+def _stderr(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr)
 
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
-                 progress: Progress | None = None, plots: bool = True, streaming: bool = True) -> IdentifyOutcome:
-    """`streaming` (default): bounded memory, chunk by chunk (offline.streaming), same
-    numbers; recordings it does not handle (a looped bag) fall back to the in-memory path."""
-    from ..data.stream_sync import NeedsWholeRecording
+                 progress: Progress | None = None, plots: bool = True, force: bool = False,
+                 warn=_stderr, streaming: bool = False) -> IdentifyOutcome:
+    """Bag -> result folder. `streaming`: bounded memory, chunk by chunk
+    (estimation/streamed.py), same parameters, but without the input checks below (a
+    warning says so); a recording it does not handle (a looped bag) is read at once. Plausibility checks and the inter-topic lag
+    (estimation/input_checks.py) run before identifying: their ``warning:`` lines go to
+    `warn`; an implausible input is refused unless `force`. A model the data do not
+    determine is marked in result.yaml and identified.urdf."""
+    from ..data.bag import read_recordings_from_config
+    from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
+    from ..estimation.plausibility import enforce
     from ..io.config import load_config
+    from ..io.result_folder import check_result_folder
+    from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.streamed import identify_streamed
 
     progress = progress or Progress(quiet=True)
+    check_result_folder(output, force)                   # before any work
     cfg = load_config(config_path)
     section = dict(cfg.section("identification"))
     if method is not None:
@@ -159,15 +186,33 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
     if streaming:
+        warn("warning: streamed identification: the input plausibility checks (units, gains, directions, "
+             "spikes, clock, lag) are not run on a streamed recording; run without --stream to check it")
         try:
             o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
             return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary)
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
-    parts, summary = read_processed(bag, cfg, settings, progress)
+    with progress.stage("read bag"):
+        sync = read_recordings_from_config(bag, cfg)
+    with progress.stage("check"):
+        try:
+            checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic,
+                                  cfg.effort_field)
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
+    warnings = list(checked.warnings)
+    for line in warnings:
+        warn(line)
+    enforce(checked.findings, force)
+    parts, summary = checked.parts, checked.summary
     ident_data, valid_data = split_holdout(parts, icfg.holdout)
     with progress.stage("identify"):
         result = identify(model, ident_data, settings)
+    if result.quality is not None:
+        for line in quality_warnings(result.quality):
+            warn(line)
+            warnings.append(line)
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
@@ -175,13 +220,14 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     out = Path(output)
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary}}
+                            "synchronisation": summary},
+                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
         if hasattr(model, "closures"):      # where validate finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
             extra["source"]["closures"] = str(closures_path(cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
-                            valid_data=valid_data)
-    return IdentifyOutcome(model, result, validation, out, summary)
+                            valid_data=valid_data, force=force)
+    return IdentifyOutcome(model, result, validation, out, summary, warnings)
 
 
 # ----------------------------------------------------------------------- validate
@@ -192,64 +238,102 @@ class ValidateOutcome:
     output: Path
 
 
-def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None) -> ValidateOutcome:
+def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
+    """The robot section of a result.yaml, checked: (joints, locked, friction, raw RMS)."""
+    try:
+        robot = d["robot"]
+        joints = [str(j) for j in robot["joints"]]
+        fm = robot["friction_model"]
+        blocks = set(fm["blocks"])
+        friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
+                                   float(fm["coulomb_velocity_scale"]))
+        locked = {str(k): float(v) for k, v in (robot.get("locked_positions") or {}).items()}
+        raw = {j: float(d["settings"]["raw_residual_rms"][j]) for j in joints}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"key {exc.args[0]!r} is missing" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{path} is not a complete robot_ident result ({what}); re-run robot-ident identify") from None
+    return joints, locked, friction, raw
+
+
+def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
+                 output=None) -> ValidateOutcome:
+    """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
+    other joints, a URDF of another layout, or a bag whose efforts do not follow the
+    result's prediction (another robot) is a one-line error. Writes `output` (default
+    DIR/validation.yaml), checked before any work."""
+    from ..estimation.plausibility import enforce, gain_slopes
     from ..io.config import load_config
+    from ..io.staging import OutputError, check_writable_path
 
     progress = progress or Progress(quiet=True)
     rdir = Path(result_dir)
+    out = Path(output) if output is not None else rdir / "validation.yaml"
+    if out.is_dir():
+        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/validation.yaml)")
+    check_writable_path(out)
     d, base, values, _ = load_result(rdir)
+    joints, locked, friction, raw = _result_robot(d, rdir / "result.yaml")
     urdf = urdf or rdir / "model.urdf"
     config_path = config_path or rdir / "config.yaml"
     cfg = load_config(config_path)
     icfg = identification_config(cfg.section("identification"))
-    fm = d["robot"]["friction_model"]
-    blocks = set(fm["blocks"])
-    friction = FrictionOptions("Ia" in blocks, "Fc" in blocks, "Fv" in blocks, "off" in blocks,
-                               float(fm["coulomb_velocity_scale"]))
+    if set(cfg.joints) != set(joints):
+        missing = [j for j in joints if j not in cfg.joints]
+        extra = [j for j in cfg.joints if j not in joints]
+        raise ConfigError(f"config {config_path} lists joints {', '.join(cfg.joints)}; the result identifies "
+                          f"{', '.join(joints)}" + (f" (missing: {', '.join(missing)})" if missing else "")
+                          + (f" (not in the result: {', '.join(extra)})" if extra else ""))
     xml, _ = read_urdf_text(urdf)
     from ..mechanisms.closed_chain.config import closed_chain_model
     from ..model.spring import spring_model
     model = closed_chain_model(xml, cfg, friction, path=d.get("source", {}).get("closures")) \
         if cfg.parameters.get("closures") else None
     if model is None:
-        model = spring_model(xml, d["robot"]["joints"], d["robot"].get("locked_positions") or {}, friction,
-                             config=cfg, transmission=cfg.transmission)
+        model = spring_model(xml, joints, locked, friction, config=cfg, transmission=cfg.transmission)
     if tuple(model.layout.names) != tuple(base.standard_names):
-        raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml")
+        raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml "
+                          "(another robot?)")
     vsettings = icfg.settings
     chosen = (d.get("source") or {}).get("filter_cutoff_hz")
     if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
         from dataclasses import replace
         vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    with progress.stage("read bag"):
+        sync = read_sync(bag, cfg)
+    from ..estimation.plausibility import check_recordings, check_unidentified_motion
+    findings = check_recordings(model, sync.segments, "robust")        # spikes only warn here
+    findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
+    with progress.stage("process"):
+        try:
+            parts, _ = process_segments(sync, model.joint_names, vsettings)   # columns by name
+        except SignalError as exc:
+            raise SignalError(f"bag {bag}: {exc}") from exc
+    data = concatenate(parts)
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
-    sigma = np.array([float(settings["raw_residual_rms"][j]) for j in model.joint_names])
-    from ..data.stream_sync import NeedsWholeRecording
-    from ..estimation.streamed import validate_streamed
-    table = Path(bag).suffix.lower() in (".csv", ".npz")
-    streamable = not (hasattr(model, "closures") or hasattr(model, "springs") or table)
-    try:                                # bounded memory; a looped bag (or a table) is read at once
-        if not streamable:
-            raise NeedsWholeRecording("not streamed")
-        report, n_samples = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard,
-                                              sigma, progress)
-    except NeedsWholeRecording:
-        parts, _ = read_processed(bag, cfg, vsettings, progress)
-        data = concatenate(parts)
-        n_samples = data.n_samples
-        with progress.stage("validate"):
-            pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-            moving = dead_band_rows(model, data, thr, guard)
-            report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
-                                noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
-        write_validation_samples(rdir, model, data, pred, moving)
-    doc = {"bag": str(bag), "result": str(rdir), "samples": int(n_samples),
+    with progress.stage("validate"):
+        pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+        from ..estimation.plausibility import Finding
+        for j, (a, r) in gain_slopes(model, data, pred=pred).items():
+            if abs(r) >= 0.5 and not 0.67 <= a <= 1.5:
+                findings.append(Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result "
+                                                                 f"{rdir} predicts: a bag or result of another robot, "
+                                                                 "or another torque constant / direction"))
+        enforce(findings)
+        sigma = np.array([raw[j] for j in model.joint_names])
+        moving = dead_band_rows(model, data, thr, guard)
+        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
+                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
+    # the samples for the report go next to the validation file (the result folder by default)
+    write_validation_samples(out.parent, model, data, pred, moving)
+    doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
+           "warnings": [f.line() for f in findings],
            "joints": report.as_dict()}
-    out = atomic_write_text(rdir / "validation.yaml", yaml.safe_dump(doc, sort_keys=False))
-    return ValidateOutcome(report, sigma, out)
+    written = atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False))
+    return ValidateOutcome(report, sigma, written)
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:

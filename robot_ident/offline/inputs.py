@@ -35,6 +35,7 @@ class LoadedInput:
     role: str                               # "identify" or "validate"
     segments: list[Recording]               # t: seconds from the recording's first sample
     summary: str
+    report: object = None                   # its sync.SyncReport (lag, joints not identified, ...)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class InputsOutcome:
     settings: object = None                   # the IdentificationSettings used (cutoff included)
     ident_data: ProcessedData | None = None
     valid_data: ProcessedData | None = None
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
 
 
 def _is_table(path) -> bool:
@@ -74,7 +76,7 @@ def load_input(path, cfg, role: str = "identify") -> LoadedInput:
     for s, st in zip(segs, starts):
         origin = s.meta.get("stamp_origin_ns", 0) * 1e-9
         out.append(replace(s, t=s.t + (origin - t0)))
-    return LoadedInput(str(path), role, out, sync.report.summary())
+    return LoadedInput(str(path), role, out, sync.report.summary(), sync.report)
 
 
 def _process_all(inputs: Sequence[LoadedInput], filt) -> tuple[list[tuple[Recording, Part | None]], list[str]]:
@@ -92,18 +94,28 @@ def _process_all(inputs: Sequence[LoadedInput], filt) -> tuple[list[tuple[Record
 
 def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validate_inputs: Sequence[str] = (),
                     method: str | None = None, holdout: Holdout | None = None, cutoff_hz: float | None = None,
-                    force_auto_cutoff: bool = False, progress: Progress | None = None, plots: bool = True) -> InputsOutcome:
+                    force_auto_cutoff: bool = False, progress: Progress | None = None, plots: bool = True,
+                    force: bool = False, warn=None) -> InputsOutcome:
     """Identify from `inputs` (bags and/or tables), validate on `validate_inputs` and/or the
     `holdout` of the inputs, write the result folder. `holdout` None: the config's
     ``identification.holdout`` fraction, or nothing when validation inputs are given.
     `cutoff_hz` None: the config's ``identification.filter.cutoff_hz``, else (or with
     `force_auto_cutoff`, or ``cutoff_hz: auto`` in the config) chosen from the data
-    (`estimation.auto_cutoff`)."""
+    (`estimation.auto_cutoff`). The output folder is checked first; the plausibility
+    checks of issue 13 (`estimation.input_checks`) run on every identification input
+    before identifying -- their ``warning:`` lines go to `warn` (default: stderr), an
+    implausible input is refused unless `force`."""
+    from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import recording_findings
+    from ..estimation.plausibility import check_cad, check_gains, enforce
     from ..io.config import load_config
+    from ..io.result_folder import check_result_folder
 
     progress = progress or Progress(quiet=True)
+    warn = warn or _stderr
     if not inputs:
         raise ConfigError("give at least one recording to identify from (--bag or --table)")
+    check_result_folder(output, force)                   # before any work
     cfg = load_config(config_path)
     section = dict(cfg.section("identification"))
     if method is not None:
@@ -120,6 +132,10 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         loaded += [load_input(p, cfg, "validate") for p in validate_inputs]
     ident_inputs = [x for x in loaded if x.role == "identify"]
     valid_inputs = [x for x in loaded if x.role == "validate"]
+    findings = check_cad(model, settings.method)
+    for x in ident_inputs:
+        findings += recording_findings(model, x.segments, x.report, settings.method, cfg.joint_states_topic,
+                                       cfg.current_topic, cfg.effort_field, label=x.path if len(inputs) > 1 else "")
 
     with progress.stage("process"):
         pairs, skipped = _process_all(ident_inputs, settings.filter)
@@ -141,6 +157,13 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
             with progress.stage("process"):
                 parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
 
+    spiky = {f.subject.split("'")[1] for f in findings if "spike" in f.text}
+    findings += check_gains(model, concatenate([p.data for p in parts]), skip=spiky)
+    warnings = [f.line() for f in findings]
+    for line in warnings:
+        warn(line)
+    enforce(findings, force)
+
     ident_pieces, valid_pieces = split_by_flags(parts, flags)
     vpairs, vskipped = _process_all(valid_inputs, settings.filter)
     skipped += vskipped
@@ -150,6 +173,10 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
 
     with progress.stage("identify"):
         result = identify(model, ident_data, settings, base)
+    if result.quality is not None:
+        for line in quality_warnings(result.quality):
+            warn(line)
+            warnings.append(line)
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
@@ -170,14 +197,20 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                             "filter_cutoff_hz": float(settings.filter.cutoff_hz),
                             "filter_cutoff_chosen_from_data": bool(auto and choice is not None),
                             "filter_cutoff_note": cutoff_note,
-                            "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)}}
+                            "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)},
+                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
         if hasattr(model, "closures"):      # where validate finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
             extra["source"]["closures"] = str(closures_path(cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
-                            valid_data=valid_data)
+                            valid_data=valid_data, force=force)
     return InputsOutcome(model, result, validation, out, summary, float(settings.filter.cutoff_hz), cutoff_note,
-                         list(loaded), settings, ident_data, valid_data)
+                         list(loaded), settings, ident_data, valid_data, warnings)
+
+
+def _stderr(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr)
 
 
 def identify_arrays(model: RobotModel, t, q, effort, qd=None, *, settings=None, holdout: Holdout | None = None,

@@ -25,7 +25,7 @@ validate; both write the same result folder as ``robot-ident identify``.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +36,9 @@ from ..data.sync import JointStream
 from ..errors import SignalError
 
 IDENTIFY = "identify"
+# Recordings longer than this (about 5 min of 1 kHz joint states plus currents) are identified
+# streamed, in bounded memory; shorter ones are read back at once so the input checks run.
+STREAM_ABOVE_MESSAGES = 1_000_000
 DISCARD = "discard"
 
 
@@ -48,6 +51,7 @@ class Recorded:
     source: str                  # "excitation" or "manual"
     messages: int
     bag: Path | None = None      # the rosbag2 folder the window was recorded into
+    joint_state_messages: int | None = None   # counted when recorded to a bag (states is None)
 
 
 class RecordingWindow:
@@ -73,11 +77,12 @@ class RecordingWindow:
         self._count = 0
         self.dropped = 0
         self.last_excitation_state: str | None = None
-        self._last_wall: float | None = None
-        self._stale_seen: float | None = None
         self.bag_root = None if bag_root is None else Path(bag_root)
         self.storage = storage
         self._recorder = None
+        self._last_wall: float | None = None
+        self._js_count = 0
+        self._stale_seen: float | None = None
 
     @classmethod
     def from_config(cls, cfg, identify_on_abort: bool = False, bag_root=None) -> "RecordingWindow":
@@ -102,6 +107,7 @@ class RecordingWindow:
         self._source = source
         self._last_wall = wall
         self._count = 0
+        self._js_count = 0
         self.dropped = 0
         if self.bag_root is not None:
             from .recording_bag import BagRecorder
@@ -118,7 +124,7 @@ class RecordingWindow:
         js, cur, src, count, recorder = self._js, self._cur, self._source, self._count, self._recorder
         self._source, self._js, self._cur, self._recorder = None, None, None, None
         if recorder is not None:
-            return Recorded(None, None, src, count, recorder.close())
+            return Recorded(None, None, src, count, recorder.close(), joint_state_messages=self._js_count)
         if js is None:
             return None
         states = js.stream()
@@ -182,11 +188,12 @@ class RecordingWindow:
 
     def add_joint_state(self, msg, received_ns: int | None = None, wall: float | None = None) -> None:
         with self._lock:
-            if wall is not None and self._source is not None:
-                self._last_wall = wall
+            if self._source is not None and wall is not None:
+                self._last_wall = wall          # the wall-clock watchdog sees fresh joint states
             if self._recorder is not None:
                 self._recorder.write_joint_state(msg, received_ns)
                 self._count += 1
+                self._js_count += 1
                 return
             if self._js is None:
                 return
@@ -195,6 +202,7 @@ class RecordingWindow:
                 return
             self._js.add(msg, received_ns)
             self._count += 1
+            self._js_count += 1
 
     def add_current(self, msg, received_ns: int | None = None) -> None:
         """Messages of the current topic (ignored when it is the joint-state topic: those
@@ -219,7 +227,8 @@ def empty_reason(rec: Recorded | None) -> str | None:
     """Why `rec` cannot be identified (nothing recorded), None when it can be tried."""
     if rec is None:
         return "nothing recorded yet"
-    if rec.messages == 0 or (rec.states is not None and len(rec.states.stamps) == 0):
+    n_states = rec.joint_state_messages if rec.states is None else len(rec.states.stamps)
+    if rec.messages == 0 or not n_states:
         return f"the {rec.source} window holds no joint state; nothing to identify"
     return None
 
@@ -242,6 +251,7 @@ class StreamOutcome:
     sync_summary: str
     holdout: float
     identified_urdf: str | None
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (plausibility, model quality)
 
 
 def holdout_fraction(config_holdout: float, repetitions: int) -> float:
@@ -274,14 +284,15 @@ def _data_cutoff(model, sync, joints, settings, holdout: float):
 
 def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, output=None,
                      config_path=None, method: str | None = None, repetitions: int = 0,
-                     plots: bool = False, source: dict | None = None) -> StreamOutcome:
-    """The command line's identification (``offline.identify_bag``) on recorded streams."""
+                     plots: bool = False, source: dict | None = None, force: bool = False) -> StreamOutcome:
+    """The command line's identification (``offline.identify_bag``) on recorded streams:
+    the same plausibility checks (refused unless `force`) and warnings, which the node
+    publishes in its diagnostics."""
     from ..data.sync import SyncResult, synchronise
     from ..estimation.pipeline import (
         identification_config,
         identify,
         load_model,
-        process_segments,
         split_holdout,
         validate_result,
     )
@@ -304,11 +315,19 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     cutoff_note = None
     if auto_cutoff:      # no cutoff in the config: chosen from the data, as `robot-ident identify` does
         settings, cutoff_note = _data_cutoff(model, sync, cfg.joints, settings, holdout)
-    parts, summary = process_segments(sync, cfg.joints, settings)
+    from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
+    from ..estimation.plausibility import enforce
+    checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
+    enforce(checked.findings, force)
+    parts, summary = checked.parts, checked.summary
+    warnings = list(checked.warnings)
     if cutoff_note:
         summary += "\n" + cutoff_note
     ident_data, valid_data = split_holdout(parts, holdout)
     result = identify(model, ident_data, settings)
+    if result.quality is not None:
+        warnings += quality_warnings(result.quality)
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         validation = validate_result(result, model, valid_data, settings)
@@ -317,7 +336,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     if output is not None:
         out = Path(output)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
-                                config=str(config_path))}
+                                config=str(config_path)),
+                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
         if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
             extra["source"]["closures"] = str(closures_path(cfg, config_path))
@@ -328,18 +348,27 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     elif result.standard_values is not None:
         from ..io.results import identified_urdf_xml
         urdf_text = identified_urdf_xml(model, result)
-    return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text)
+    return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text, warnings)
 
 
 def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, method: str | None = None,
                       repetitions: int = 0, plots: bool = False, source: dict | None = None,
-                      progress=None) -> StreamOutcome:
-    """Identify a closed window: from its bag in streaming mode (bounded memory), or from
-    its in-memory streams (`identify_streams`). `progress`: a `util.progress.Progress`
+                      progress=None, stream_above_messages: int = STREAM_ABOVE_MESSAGES) -> StreamOutcome:
+    """Identify a closed window: from its in-memory streams or its bag read back at once
+    (`identify_streams`, with the input checks), or, above `stream_above_messages`, from its
+    bag in streaming mode (bounded memory, no input checks: a warning says so). `progress`: a `util.progress.Progress`
     (e.g. `recording_bag.StatusProgress` for the status topic)."""
     if rec.bag is None:
         return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
                                 plots, source)
+    src = dict(source or {}, recording=str(rec.bag))
+    if rec.messages <= stream_above_messages:
+        # read back at once so the input checks (units, gains, clock, lag) run; only very long
+        # recordings are streamed in bounded memory
+        from ..data.bag import read_streams
+        streams = read_streams(rec.bag, _window_topics(cfg))
+        return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
+                                config_path, method, repetitions, plots, src)
     from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.pipeline import identification_config, load_model
     from ..estimation.streamed import identify_streamed
@@ -350,16 +379,11 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     icfg = identification_config(section)
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
-    src = dict(source or {}, recording=str(rec.bag))
     try:
         o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src)
     except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
         from ..data.bag import read_streams
-        topics = {cfg.joint_states_topic: ("joint_state", None)}
-        if cfg.current_topic != cfg.joint_states_topic:
-            topics[cfg.current_topic] = (cfg.current_kind, cfg.current_interface
-                                         if cfg.current_kind == "dynamic_joint_state" else None)
-        streams = read_streams(rec.bag, topics)
+        streams = read_streams(rec.bag, _window_topics(cfg))
         return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
                                 config_path, method, repetitions, plots, src)
     urdf_text = None
@@ -368,7 +392,18 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     elif o.result.standard_values is not None:
         from ..io.urdf_export import write_parameters
         urdf_text, _ = write_parameters(model, o.result.standard_values)
-    return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text)
+    unchecked = (f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
+                 "streamed, in bounded memory: the input plausibility checks were not run on it")
+    return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text,
+                         [unchecked])
+
+
+def _window_topics(cfg) -> dict:
+    topics = {cfg.joint_states_topic: ("joint_state", None)}
+    if cfg.current_topic != cfg.joint_states_topic:
+        topics[cfg.current_topic] = (cfg.current_kind, cfg.current_interface
+                                     if cfg.current_kind == "dynamic_joint_state" else None)
+    return topics
 
 
 @dataclass(frozen=True)
@@ -384,10 +419,12 @@ class ResultSummary:
     validation_relative_rms: np.ndarray | None
     condition_number: float
     samples: int
+    warnings: tuple = ()                      # 'warning: ...' lines, one diagnostic value each
 
     def key_values(self) -> list[tuple[str, str]]:
         kv = [("method", self.method), ("samples", str(self.samples)),
               ("condition_number", f"{self.condition_number:.6g}")]
+        kv += [(f"warning.{k + 1}", w) for k, w in enumerate(self.warnings)]
         kv += [(n, f"{v:.9g} +- {s:.3g}") for n, v, s in zip(self.names, self.values, self.std)]
         if self.validation_rms is not None:
             kv += [(f"validation_rms.{j}", f"{r:.6g}") for j, r in zip(self.joints, self.validation_rms)]
@@ -402,5 +439,5 @@ def result_summary(outcome: StreamOutcome) -> ResultSummary:
         validation_rms=None if v is None else np.asarray(v.rms, dtype=float),
         validation_relative_rms=None if v is None else np.asarray(v.relative_rms, dtype=float),
         condition_number=float(getattr(r, "condition_number", np.nan)),
-        samples=int(getattr(r, "n_samples", 0)))
+        samples=int(getattr(r, "n_samples", 0)), warnings=tuple(getattr(outcome, "warnings", ())))
 

@@ -50,10 +50,14 @@ class ReportInputs:
 
 
 def _yaml(path: Path) -> dict:
+    from ..util.yaml_strict import safe_load_strict, yaml_error_line
     try:
-        d = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        d = safe_load_strict(path.read_text(encoding="utf-8"))   # duplicate keys refused
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read {path}: not valid YAML ({yaml_error_line(exc)}), a truncated or corrupt "
+                          "file") from exc
     if not isinstance(d, dict):
         raise ConfigError(f"{path} is not a mapping (empty or corrupt file)")
     return d
@@ -90,6 +94,8 @@ def load_inputs(folder, trajectory=None) -> ReportInputs:
     inp = ReportInputs(folder)
     if (folder / "result.yaml").is_file():
         inp.result = _yaml(folder / "result.yaml")
+        from ..io.results import check_complete
+        check_complete(inp.result, folder / "result.yaml")      # a file cut short is an error
         if not isinstance(inp.result.get("robot"), dict) or "joints" not in inp.result["robot"] \
                 or not isinstance(inp.result.get("base_parameters"), list):
             raise ConfigError(f"{folder / 'result.yaml'} is not a robot_ident result (no robot.joints or "

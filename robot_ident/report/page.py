@@ -291,6 +291,11 @@ def write_report(folder, compare=None, trajectory=None, output=None) -> Path:
     """Write the report of a result (or validation-only) folder, optionally side by side
     with another folder; returns the path (default folder/report.html)."""
     from ..io.atomic import atomic_write_text
+    from ..io.staging import OutputError, check_writable_path
+    out = Path(output) if output is not None else Path(folder) / "report.html"
+    if out.is_dir():       # checked before any work
+        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/report.html)")
+    check_writable_path(out)
     datas = [build(load_inputs(folder, trajectory))]
     if compare is not None:
         datas.append(build(load_inputs(compare)))
@@ -298,6 +303,5 @@ def write_report(folder, compare=None, trajectory=None, output=None) -> Path:
             from ..errors import ConfigError
             raise ConfigError(f"--compare: {folder} identifies joints {datas[0].joints}, {compare} "
                               f"{datas[1].joints}")
-    out = Path(output) if output is not None else Path(folder) / "report.html"
     return atomic_write_text(out, render(datas))
 

@@ -39,6 +39,9 @@ def add_parser(sub):
     p.add_argument("--cutoff", default=None, metavar="HZ|auto",
                    help="low-pass cutoff; default: identification.filter.cutoff_hz of the config, else "
                         "chosen from the data (cross-validated) and reported")
+    p.add_argument("--force", action="store_true",
+                   help="identify even when the plausibility checks refuse the input, and replace an output "
+                        "folder that is not a robot_ident result")
     p.add_argument("--payload", action="store_true",
                    help="identify a payload on the config's payload.frame with the arm known (--result or --urdf)")
     p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
@@ -109,12 +112,18 @@ def run(args) -> int:
         o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
                             validate_inputs=args.validate_bag, method=args.method, holdout=_holdout(args),
                             cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
-                            progress=Progress(quiet=args.quiet), plots=not args.no_plots)
+                            progress=Progress(quiet=args.quiet), plots=not args.no_plots,
+                            force=args.force)
         summary = o.summary
     r = o.result
     print(summary)
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "
           f"condition number {r.condition_number:.1f}")
+    if r.quality is not None and not r.quality["good"]:
+        print("model quality: NOT A GOOD MODEL (" + "; ".join(r.quality["reasons"]) + "); see the warning above "
+              "and model_quality in result.yaml")
+    if o.warnings:
+        print(f"{len(o.warnings)} warning(s) (also in result.yaml under input_checks)")
     if o.validation is not None:
         in_sample = [r.extra["raw_residual_rms"][j] for j in r.joint_names]
         o.validation.noise_ratio = o.validation.rms / in_sample

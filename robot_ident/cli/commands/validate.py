@@ -13,12 +13,13 @@ def add_parser(sub):
     p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
     p.add_argument("--urdf", default=None, help="URDF (default: DIR/model.urdf)")
     p.add_argument("--config", default=None, help="parameter YAML (default: DIR/config.yaml)")
+    p.add_argument("--output", default=None, help="validation YAML to write (default: DIR/validation.yaml)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    o = validate_bag(args.bag, args.result, args.urdf, args.config, Progress(quiet=args.quiet))
+    o = validate_bag(args.bag, args.result, args.urdf, args.config, Progress(quiet=args.quiet), output=args.output)
     print("ratio: RMS on this bag over the identification's in-sample RMS (about 1 when the model holds)")
     print(format_validation(o.report, ratio_label="ratio"))
     print(f"wrote {o.output}")

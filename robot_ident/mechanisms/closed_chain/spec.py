@@ -74,13 +74,15 @@ class ClosedChainSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike) -> "ClosedChainSpec":
         import yaml
+
+        from ...util.yaml_strict import safe_load_strict, yaml_error_line
         p = Path(path)
         if not p.is_file():
             raise ModelError(f"closed-chain description not found: {p}")
         try:
-            d = yaml.safe_load(p.read_text(encoding="utf-8"))
+            d = safe_load_strict(p.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise ModelError(f"closed-chain description {p} is not valid YAML: {exc}") from exc
+            raise ModelError(f"closed-chain description {p} is not valid YAML: {yaml_error_line(exc)}") from exc
         if not isinstance(d, Mapping):
             raise ModelError(f"closed-chain description {p}: expected a mapping at the top level")
         for k in ("urdf", "actuated", "closures"):

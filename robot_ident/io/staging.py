@@ -1,0 +1,198 @@
+"""Output folders written as a unit.
+
+A command that writes a folder (a result folder, a simulated bag) writes it inside a
+hidden staging folder next to the target, ``.<name>.robot_ident-<pid>-<random>/<name>``,
+and only when every file is written swaps it in:
+
+- no target yet: one ``rename``;
+- an older folder of the same kind: exchanged in one step (Linux ``renameat2`` with
+  ``RENAME_EXCHANGE``; elsewhere two renames), then the old one is deleted, so an
+  older result is replaced as a whole, never mixed with the new one;
+- a folder that is not of this kind (a user's own files): refused unless ``force``.
+
+Ctrl-C or an error removes the staging folder; after SIGKILL it stays hidden and
+the next run into the same target removes it (its process is gone). The target
+is checked before any work starts (`check_output_folder`): a file, a path below a
+file, or a folder without write permission is a one-line `OutputError`.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import RobotIdentError
+from .atomic import default_dir_mode
+
+MARKER = ".robot_ident"          # written into each folder robot_ident produces: its kind
+_STAGE = ".robot_ident-"
+
+
+class OutputError(RobotIdentError):
+    """An output path cannot be written (a file, below a file, no permission, foreign folder)."""
+
+
+def _nearest_existing(p: Path) -> Path:
+    q = p
+    while not q.exists() and not q.is_symlink():
+        if q.parent == q:
+            break
+        q = q.parent
+    return q
+
+
+def folder_kind(path: Path) -> str | None:
+    """The kind of a folder robot_ident wrote ('result', 'bag', ...) or None."""
+    m = path / MARKER
+    if m.is_file():
+        try:
+            return m.read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+    if (path / "result.yaml").is_file():          # result folders written before the marker existed
+        return "result"
+    return None
+
+
+def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path:
+    """Refuse a path that cannot be created: below a file, or in a folder without write
+    permission. Returns it as a Path."""
+    target = Path(target)
+    base = _nearest_existing(target.parent if target.parent != target else target)
+    if not base.exists():
+        raise OutputError(f"{what} {target}: {base} does not exist")
+    if not base.is_dir():
+        raise OutputError(f"{what} {target}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise OutputError(f"{what} {target}: no permission to write in {base}")
+    return target
+
+
+def check_output_folder(target: str | os.PathLike, kind: str, force: bool = False,
+                        replace: bool = True) -> Path:
+    """Check an output folder before any work: a file, a path below a file, a folder
+    without write permission, an existing folder robot_ident did not write as `kind`
+    (unless `force`), or any existing folder when `replace` is false, is an `OutputError`."""
+    target = Path(target)
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise OutputError(f"output {target} is a file, not a folder")
+        if not replace:
+            raise OutputError(f"output {target} exists already; choose a new folder")
+        if not force and any(target.iterdir()) and folder_kind(target) != kind:
+            raise OutputError(f"output folder {target} exists and is not a robot_ident {kind} folder; "
+                              "choose another folder or pass --force to replace it as a whole")
+        if not os.access(target.parent, os.W_OK | os.X_OK):
+            raise OutputError(f"output {target}: no permission to replace it in {target.parent}")
+    check_writable_path(target)
+    return target
+
+
+# ------------------------------------------------------------------------ swapping
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux renameat2); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):      # EINVAL / ENOSYS / EOPNOTSUPP: file system or kernel without it
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_stages(target: Path) -> list[Path]:
+    """Delete staging folders of `target` left by killed runs (their process is gone)."""
+    removed = []
+    prefix = f".{target.name}{_STAGE}"
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return removed
+    for p in entries:
+        if not p.name.startswith(prefix):
+            continue
+        try:
+            pid = int(p.name[len(prefix):].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+class StagedFolder:
+    """``with StagedFolder(target, 'result') as tmp: <write files into tmp>`` -- see the
+    module doc. `create=False` leaves the staging path for the writer to create (rosbags'
+    Writer wants a new folder). Files keep the folder's final name, so a bag's
+    ``<name>.db3`` matches its folder."""
+
+    def __init__(self, target: str | os.PathLike, kind: str, force: bool = False, replace: bool = True,
+                 create: bool = True):
+        self.target = check_output_folder(target, kind, force, replace)
+        self.kind, self.force, self.replace, self.create = kind, force, replace, create
+        self._stage: Path | None = None
+        self.path: Path | None = None
+        self.replaced = False
+
+    def __enter__(self) -> Path:
+        t = self.target
+        t.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_stages(t)
+        self._stage = Path(tempfile.mkdtemp(prefix=f".{t.name}{_STAGE}{os.getpid()}-", dir=t.parent))
+        os.chmod(self._stage, 0o700)
+        self.path = self._stage / t.name
+        if self.create:
+            self.path.mkdir(mode=default_dir_mode())
+            os.chmod(self.path, default_dir_mode())
+            (self.path / MARKER).write_text(self.kind + "\n", encoding="utf-8")
+        return self.path
+
+    def commit(self) -> Path:
+        t = self.target
+        if self.create is False and self.path.is_dir():
+            (self.path / MARKER).write_text(self.kind + "\n", encoding="utf-8")
+            os.chmod(self.path, default_dir_mode())
+        if t.exists() or t.is_symlink():
+            check_output_folder(t, self.kind, self.force, self.replace)   # unchanged since the start?
+            self.replaced = True
+            if not _exchange(self.path, t):
+                old = self._stage / (t.name + ".old")
+                os.rename(t, old)
+                os.rename(self.path, t)
+        else:
+            os.rename(self.path, t)
+        shutil.rmtree(self._stage, ignore_errors=True)
+        self._stage = None
+        return t
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        elif self._stage is not None:
+            shutil.rmtree(self._stage, ignore_errors=True)
+            self._stage = None
+        return False
