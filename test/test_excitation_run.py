@@ -449,3 +449,23 @@ def test_a_backlog_of_queued_joint_states_is_not_a_tracking_error(limits):
         t = k * 0.005
         acts += run2.on_joint_state(t0 + t + 0.5, JOINTS, tr.sample(np.array([t]))[0][0])
     assert any(isinstance(a, CancelGoal) for a in acts)
+
+
+def test_closed_chain_approach_is_refused_when_a_passive_joint_leaves_its_limits(limits, model, monkeypatch):
+    """A closed chain's passive joints are checked along the approach too (the actuated
+    limits alone do not keep a parallel mechanism inside its workspace)."""
+    import types
+
+    import robot_ident.mechanisms.closed_chain.config as cc
+    seen = []
+
+    def violations(m, traj, dt=0.02):
+        seen.append(traj)
+        return [{"joint": "passive_1", "time": 0.5}]
+    monkeypatch.setattr(cc, "passive_limit_violations", violations)
+    closed = types.SimpleNamespace(closures=("loop",), **{k: getattr(model, k) for k in ("joint_names", "n")})
+    run = ExcitationRun(excitation(), limits, model=closed)
+    run.on_joint_state(100.0, JOINTS, START + 0.05)
+    actions = run.start(100.0)
+    assert run.phase == Phase.ABORTED and not sends(actions)
+    assert "passive joint(s)" in run.detail and "passive_1" in run.detail and seen[0] is run.approach

@@ -335,6 +335,7 @@ def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
     ref = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "mem", method="wls", plots=False,
                        streaming=False)
     assert rel([p["value"] for p in doc["base_parameters"]], ref.result.values) < 1e-9
+    assert "not run on a streamed recording" in doc["input_checks"]["warnings"][0]   # said in the result too
     streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False,
                             streaming=True)
     assert "white residuals" in streamed.result.extra["std_model"]

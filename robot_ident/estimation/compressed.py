@@ -83,7 +83,7 @@ class CompressedAccumulator:
         Ws = stack[:, :self.n_std]
         return IdentificationProblem(self.base.regressor(Ws), stack[:, self.n_std], joint, model.joint_names,
                                      self.base.names, self.n_samples, self.base, Ws, model.layout,
-                                     model.nominal.copy(), None, row_counts=self.counts.copy())
+                                     model.nominal.copy(), None, row_counts=self.counts.copy(), model=model)
 
     def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
         """Per joint RMS of raw effort - W x over the kept rows (base values x)."""
@@ -103,14 +103,16 @@ def _guard_rows(store, lo: int, hi: int, guard_s: float) -> int:
     return int(math.ceil(guard_s / max(step, 1e-9))) + 3
 
 
-def _chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int):
-    """(ProcessedData rows [a, b), moving mask of those rows as part of [lo, hi))."""
+def _chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int, model):
+    """(ProcessedData rows [a, b), moving mask of those rows as part of [lo, hi)); the dead
+    band is the model's (on motor velocities for a coupled transmission), as in memory."""
+    from ..model.transmission import dead_band_rows
     margin = _guard_rows(store, lo, hi, guard_s) if guard_s > 0 else 0
     for a in range(lo, hi, chunk):
         b = min(a + chunk, hi)
         a0, b0 = max(lo, a - margin), min(hi, b + margin)
         d = store.read(a0, b0)
-        mask = d.moving_mask(threshold, guard_s)
+        mask = np.asarray(dead_band_rows(model, d, threshold, guard_s))
         sl = slice(a - a0, b - a0)
         yield d.subset(np.arange(d.n_samples)[sl]), mask[sl]
 
@@ -122,7 +124,7 @@ def accumulate(store, lo: int, hi: int, model: RobotModel, base: BaseParameters,
     acc = CompressedAccumulator(model, base)
     every = max(1, -(-(hi - lo) // plot_points))
     picks = []
-    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk):
+    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk, model):
         acc.add(d, mask)
         first = (-(acc.n_samples - d.n_samples - 0) % every)
         picks.append(d.subset(np.arange(first, d.n_samples, every)))
@@ -142,7 +144,7 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
     every = max(1, -(-(hi - lo) // plot_points))
     ts, meas, pred_s = [], [], []
     done = 0
-    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk):
+    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk, model):
         pred = result.predict(model, d.q, d.qd, d.qdd)
         e = d.effort_raw - pred
         ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)

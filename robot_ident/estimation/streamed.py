@@ -44,7 +44,8 @@ class StreamedOutcome:
 
 
 def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
-                      plots: bool = True, source: dict | None = None) -> StreamedOutcome:
+                      plots: bool = True, source: dict | None = None, force: bool = False,
+                      warnings: list | None = None) -> StreamedOutcome:
     """Identify a bag with the parsed config `cfg` (io.config), identification config
     `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
     `output` unless None. Used by ``robot-ident identify`` and the identification node.
@@ -52,10 +53,10 @@ def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, c
     10-100x faster so on a busy machine."""
     with single_threaded_blas():
         return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
-                                  plots, source)
+                                  plots, source, force, warnings)
 
 
-def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source):
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings):
     settings = icfg.settings
     thr, guard = settings.moving_threshold, settings.guard_s
     with progress.stage("read bag"):
@@ -72,7 +73,13 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
                 acc, plot_data = accumulate(store, 0, cut, model, base, thr, guard, plot_points=points,
                                             progress=progress.counter("samples"))
                 problem = acc.problem()
-                result = ESTIMATORS[settings.method](problem)
+                options = {"bounds": settings.physical} if settings.method == "physical" else {}
+                result = ESTIMATORS[settings.method](problem, **options)
+                from .conditioning import assess_quality
+                # RMS over the true rows: the R factors' column sums of squares equal the rows'
+                n_rows = max(problem.n_rows, 1)
+                result.quality = assess_quality(result, np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows),
+                                                float(np.sqrt(np.sum(problem.y ** 2) / n_rows)))
                 raw = acc.raw_residual_rms(result.values)
                 result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw)}
                 result.extra.update({"moving_threshold": thr, "reversal_guard_s": guard,
@@ -105,7 +112,9 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                "synchronisation": summary, "read": "streaming"}
         src.update(source or {})
-        urdf = write_result_folder(out, model, result, validation, plot_data, {"source": src}, config_path, plots)
+        extra = {"source": src, "input_checks": {"warnings": list(warnings or []), "forced": bool(force)}}
+        urdf = write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots,
+                                   force=force)
     return StreamedOutcome(model, result, validation, out, summary, urdf)
 
 

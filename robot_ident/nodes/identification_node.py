@@ -212,7 +212,7 @@ class IdentificationNode(Node):
         return response
 
     def _on_identify_payload(self, request, response):
-        from ..online.payload_window import identify_payload_streams
+        from ..online.payload_window import identify_payload_recorded
 
         rec = self.window.stop()[2] if self.window.is_open else None
         rec = rec or self._last
@@ -223,9 +223,9 @@ class IdentificationNode(Node):
         self._last = rec
         out = Path(self.output_dir) / f"payload_{datetime.now(timezone.utc).strftime('%Y%m%d_%H%M%S')}"
         try:   # a payload fit is small (10 + a few unknowns): run it in the service call
-            o = identify_payload_streams(rec.states, rec.currents, self.cfg, self.urdf, out,
-                                         self.get_parameter("payload_arm").value or None,
-                                         {"node": self.get_fully_qualified_name(), "window": rec.source})
+            o = identify_payload_recorded(rec, self.cfg, self.urdf, out,
+                                          self.get_parameter("payload_arm").value or None,
+                                          {"node": self.get_fully_qualified_name(), "window": rec.source})
         except Exception as exc:        # report, keep the node alive
             response.success, response.message = False, f"payload identification failed: {exc}"
             self._status(response.message)

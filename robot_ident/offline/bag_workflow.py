@@ -186,11 +186,13 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
     if streaming:
-        warn("warning: streamed identification: the input plausibility checks (units, gains, directions, "
-             "spikes, clock, lag) are not run on a streamed recording; run without --stream to check it")
+        line = ("warning: streamed identification: the input plausibility checks (units, gains, directions, "
+                "spikes, clock, lag) are not run on a streamed recording; run without --stream to check it")
+        warn(line)
         try:
-            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots)
-            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary)
+            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, force=force,
+                                  warnings=[line])
+            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary, [line])
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     with progress.stage("read bag"):

@@ -36,7 +36,6 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
     from ..excitation.designer import design_excitation
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
-    from ..model.robot import RobotModel
 
     cfg = load_config(config_path, node)
     exc = load_excitation_config(config_path, cfg.node_name if cfg.node_name != "/**" else "robot_ident")
@@ -50,7 +49,10 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
     else:
         traj, joints = None, tuple(cfg.joints)
     from ..mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
-    model = closed_chain_from_file(urdf, config_path, node) or RobotModel(urdf, joints)   # closures: actuated only
+    from ..model.spring import spring_model_from_file
+    # closures: the actuated joints only; springs (gravity balancers) count in the nominal efforts
+    model = closed_chain_from_file(urdf, config_path, node) or \
+        spring_model_from_file(urdf, joints, config_path, node or "robot_ident")
     missing = [j for j in joints if j not in exc.acceleration_limits]
     if missing:
         raise ConfigError(f"{config_path}: excitation.acceleration_limits: no limit for joint(s) "

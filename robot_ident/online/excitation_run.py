@@ -173,6 +173,7 @@ class ExcitationRun:
             raise TrajectoryError(f"trajectory joints {self.joint_names} differ from the limit joints "
                                   f"{limits.joint_names}")
         self.limits = limits
+        self.model = model
         self.base_trajectory = trajectory
         _, qd0, qdd0 = trajectory.sample(np.array([0.0]))
         worst = float(max(np.abs(qd0).max(), np.abs(qdd0).max()))
@@ -336,6 +337,13 @@ class ExcitationRun:
         rep = check_trajectory(self.approach, lim)
         if not rep.valid:
             return self._abort(now, f"the approach violates the limits: {rep.summary()}")
+        if hasattr(self.model, "closures"):     # a closed chain: its passive joints along the approach
+            from ..mechanisms.closed_chain.config import passive_limit_violations
+            bad = passive_limit_violations(self.model, self.approach, dt=0.02)
+            if bad:
+                return self._abort(now, "the approach takes passive joint(s) of the closed chain out of their "
+                                        "limits or out of the workspace: "
+                                        + "; ".join(f"{b['joint']} at t = {b['time']:.2f} s" for b in bad))
         if s.dry_run:
             return [PublishPlan(self._points(self.approach), self._points(self.trajectory)),
                     self._set(Phase.DONE, "dry run: plan published, nothing sent")]

@@ -371,16 +371,23 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
                                 config_path, method, repetitions, plots, src)
     from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.streamed import identify_streamed
 
     section = dict(cfg.section("identification"))
     if method:
         section["method"] = method
+    # a streamed window cannot cross-validate the cutoff: 'auto' or none falls back to the default
+    section, _ = strip_auto_cutoff(section)
     icfg = identification_config(section)
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
+    unchecked = (f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
+                 "streamed, in bounded memory: the input plausibility checks were not run on it, and the filter "
+                 f"cutoff is {icfg.settings.filter.cutoff_hz:g} Hz (not chosen from the data)")
     try:
-        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src)
+        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src,
+                              warnings=[unchecked])
     except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
         from ..data.bag import read_streams
         streams = read_streams(rec.bag, _window_topics(cfg))
@@ -390,10 +397,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     if o.identified_urdf is not None:
         urdf_text = Path(o.identified_urdf).read_text(encoding="utf-8")
     elif o.result.standard_values is not None:
-        from ..io.urdf_export import write_parameters
-        urdf_text, _ = write_parameters(model, o.result.standard_values)
-    unchecked = (f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
-                 "streamed, in bounded memory: the input plausibility checks were not run on it")
+        from ..io.results import identified_urdf_xml
+        urdf_text = identified_urdf_xml(model, o.result)
     return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text,
                          [unchecked])
 

@@ -49,7 +49,7 @@ class BagRecorder:
         self._DJS, self._IV = T[DYNAMIC_JOINT_STATE], T[INTERFACE_VALUE]
         kw = {"storage_plugin": StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3}
         if "version" in inspect.signature(Writer).parameters:
-            kw["version"] = 9
+            kw["version"] = 8       # rosbag2 metadata 8: Humble plays it (see data/bag.py)
         self._writer = Writer(self.path, **kw)
         self._writer.open()
         self._js = self._writer.add_connection(joint_states_topic, JOINT_STATE, typestore=self.ts)

@@ -40,6 +40,17 @@ def recorded_findings(result: dict | None, validation: dict | None) -> list[Find
         for key, level in (("refusals", "refusal"), ("errors", "refusal"), ("warnings", "warning")):
             if doc.get(key):
                 out += [Finding(level, t, "identification") for t in _texts(doc[key])]
+        checks = doc.get("input_checks") if isinstance(doc.get("input_checks"), dict) else {}
+        if checks.get("warnings"):          # where identify writes its plausibility findings
+            out += [Finding("warning", t, "input checks") for t in _texts(checks["warnings"])]
+        if checks.get("forced"):
+            out.append(Finding("refusal", "identified with --force despite implausible input (see the warnings)",
+                               "input checks"))
+        quality = doc.get("model_quality") if isinstance(doc.get("model_quality"), dict) else {}
+        if quality and quality.get("good") is False:
+            out.append(Finding("warning", "the data do not determine the model ("
+                               + "; ".join(map(str, quality.get("reasons") or [])) + "): identified.urdf is not "
+                               "a good model", "identification"))
     return out
 
 

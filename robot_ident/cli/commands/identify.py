@@ -93,6 +93,12 @@ def run(args) -> int:
         from ._payload import run_identify
         if len(args.bag) != 1 or args.table or args.validate_bag:
             raise ConfigError("identify --payload takes exactly one --bag (no --table or --validate-bag)")
+        unsupported = [o for o, v in (("--method", args.method), ("--cutoff", args.cutoff),
+                                      ("--holdout-window", args.holdout_window),
+                                      ("--holdout-every", args.holdout_every)) if v is not None]
+        unsupported += [o for o, v in (("--stream", args.stream), ("--force", args.force)) if v]
+        if unsupported:
+            raise ConfigError(f"identify --payload does not take {', '.join(unsupported)}")
         return run_identify(args)
     if args.urdf is None:
         raise ConfigError("--urdf is required (except with --payload --result)")

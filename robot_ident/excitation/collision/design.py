@@ -79,7 +79,7 @@ def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rou
     slsqp = MultiStartSLSQP(**opts)
     # Rounds share the 15 % of a wall-time budget the designer kept (at least 2 s each);
     # with an evaluation budget only, each round runs to SLSQP's convergence (reproducible).
-    refine_time = None if spec.max_time is None else max(2.0, 0.15 * spec.max_time / 3)
+    refine_time = None if spec.max_time is None else max(2.0, 0.15 * spec.max_time / max(rounds, 1))
     traj = param.build(x)
     x, traj, lrep = limit_repair(x)
     for _ in range(rounds):

@@ -70,7 +70,10 @@ def check_for_use(urdf, config_path, traj, package_dirs=(), node: str = "robot_i
 
     warn = warn or (lambda m: print(m, file=sys.stderr))
     exc = load_excitation_config(config_path, node)
-    model = RobotModel(urdf, traj.joint_names)
+    from ...model.spring import spring_model_from_file
+    # the config's springs (gravity balancers) are part of the nominal efforts the limits check
+    model = spring_model_from_file(urdf, traj.joint_names, config_path, node) if config_path else \
+        RobotModel(urdf, traj.joint_names)
     missing = [j for j in model.joint_names if j not in exc.acceleration_limits]
     acc = {j: exc.acceleration_limits.get(j, 1e12) for j in model.joint_names}
     if missing:
