@@ -104,6 +104,25 @@ def bag_topics(path) -> dict[str, TopicInfo]:
         reader.close()
 
 
+def select_connections(conns, path, topics: Mapping[str, tuple[str, str | None]]) -> list:
+    """The connections of `topics` (topic -> (kind, interface)); a missing topic or one of
+    another message type is a BagError naming the bag, the topic and what it has."""
+    by_topic: dict[str, list] = {}
+    for c in conns:
+        by_topic.setdefault(c.topic, []).append(c)
+    out = []
+    for topic, (kind, _) in topics.items():
+        want = _MSGTYPE[kind]
+        if topic not in by_topic:
+            have = ", ".join(f"{t} ({cs[0].msgtype})" for t, cs in sorted(by_topic.items())) or "none"
+            raise BagError(f"bag {path} has no topic {topic!r} ({want}); its topics: {have}")
+        for c in by_topic[topic]:
+            if c.msgtype != want:
+                raise BagError(f"topic {topic!r} in bag {path} has type {c.msgtype}, expected {want}")
+        out += by_topic[topic]
+    return out
+
+
 def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str, JointStream]:
     """Read joint topics of a bag in one pass.
 
@@ -111,21 +130,9 @@ def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str
     ``'dynamic_joint_state'`` (interface: the DynamicJointState interface to read)."""
     reader = _open(path)
     try:
-        by_topic: dict[str, list] = {}
-        for c in reader.connections:
-            by_topic.setdefault(c.topic, []).append(c)
-        collectors = {}
-        conns = []
-        for topic, (kind, interface) in topics.items():
-            want = _MSGTYPE[kind]
-            if topic not in by_topic:
-                have = ", ".join(f"{t} ({cs[0].msgtype})" for t, cs in sorted(by_topic.items())) or "none"
-                raise BagError(f"bag {path} has no topic {topic!r} ({want}); its topics: {have}")
-            for c in by_topic[topic]:
-                if c.msgtype != want:
-                    raise BagError(f"topic {topic!r} in bag {path} has type {c.msgtype}, expected {want}")
-            collectors[topic] = JointStreamCollector(topic, kind, interface)
-            conns += by_topic[topic]
+        conns = select_connections(reader.connections, path, topics)
+        collectors = {topic: JointStreamCollector(topic, kind, interface)
+                      for topic, (kind, interface) in topics.items()}
         deser = reader.deserialize
         for conn, log_ns, raw in reader.messages(connections=conns):
             collectors[conn.topic].add(deser(raw, conn.msgtype), log_ns)

@@ -24,6 +24,7 @@ import yaml
 
 from ..errors import RobotIdentError
 from .bag import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
+from .bag import select_connections as _select
 from .cdr import decode
 from .joint_stream import JointStream
 
@@ -35,23 +36,6 @@ class _Topic:
 
     def __init__(self, topic: str, msgtype: str, count: int):
         self.topic, self.msgtype, self.msgcount = topic, msgtype, count
-
-
-def _select(conns, path, topics: Mapping[str, tuple[str, str | None]]) -> list:
-    by_topic: dict[str, list] = {}
-    for c in conns:
-        by_topic.setdefault(c.topic, []).append(c)
-    out = []
-    for topic, (kind, _) in topics.items():
-        want = _MSGTYPE[kind]
-        if topic not in by_topic:
-            have = ", ".join(f"{t} ({cs[0].msgtype})" for t, cs in sorted(by_topic.items())) or "none"
-            raise BagError(f"bag {path} has no topic {topic!r} ({want}); its topics: {have}")
-        for c in by_topic[topic]:
-            if c.msgtype != want:
-                raise BagError(f"topic {topic!r} in bag {path} has type {c.msgtype}, expected {want}")
-        out += by_topic[topic]
-    return out
 
 
 def _plain_sqlite(p: Path) -> tuple[Path, dict] | None:
