@@ -5,7 +5,6 @@ The designed trajectories are verified by an independent dense check written her
 the floor clearance from the URDF's own mesh vertices (numpy, no coal), the self
 distances from coal's mesh-to-mesh (BVH) distance on the original meshes, not the
 convex hulls the designer uses."""
-import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -169,15 +168,12 @@ def test_package_resolution_and_missing_mesh_names_the_link(ur5_urdf, tmp_path, 
         CollisionModel(RobotModel(ur5_urdf))
     # relative mesh paths are relative to the URDF's folder
     xml = ur5_urdf.read_text().replace("package://example-robot-data/robots/ur_description/", "../")
-    local = ur5_urdf.parent / "robot_ident_test_relative.urdf"
-    try:
-        local.write_text(xml)
-    except OSError:
-        pytest.skip("example-robot-data folder is read-only")
-    try:
-        assert CollisionModel(RobotModel(local)).n_robot_geometries == 7     # one hull per body
-    finally:
-        local.unlink()
+    # the same layout beside the test: <tmp>/urdf/ur5.urdf and <tmp>/meshes -> the package's meshes
+    (tmp_path / "urdf").mkdir()
+    (tmp_path / "meshes").symlink_to(ur5_urdf.parent.parent / "meshes", target_is_directory=True)
+    local = tmp_path / "urdf" / "ur5.urdf"
+    local.write_text(xml)
+    assert CollisionModel(RobotModel(local)).n_robot_geometries == 7     # one hull per body
 
 
 def test_collision_section_parsing(tmp_path):

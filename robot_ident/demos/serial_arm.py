@@ -26,8 +26,8 @@ from ..estimation.pipeline import IdentificationSettings, base_parameters, ident
 from ..estimation.validation import ValidationReport
 from ..excitation import FourierTrajectory
 from ..io.atomic import atomic_write_text
-from ..io.samples import write_run_samples
 from ..io.results import result_to_dict, write_identified_urdf, write_result_yaml
+from ..io.samples import write_run_samples
 from ..io.urdf_export import write_parameters
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel

@@ -182,7 +182,7 @@ def identification_config(section: Mapping | None, where: str = "identification"
 
 def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
     from ..mechanisms.closed_chain.config import closed_chain_model
-    from ..model.spring import spring_model   # the config's `springs:` (gravity balancers), if any
+    from ..model.spring import spring_model  # the config's `springs:` (gravity balancers), if any
     model = closed_chain_model(urdf, config, icfg.friction, icfg.armature_nominal)   # its `closures:`, if any
     if model is not None:
         config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})

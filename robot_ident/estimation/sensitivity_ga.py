@@ -28,8 +28,8 @@ from .least_squares import _per_joint, wls
 from .physical import _parameter_scale
 from .problem import IdentificationProblem, require_rows
 from .result import IdentificationResult
-from .uncertainty import hac_covariance
 from .sensitivity import classify, sobol_indices
+from .uncertainty import hac_covariance
 
 
 def _actuator_bounds(problem: IdentificationProblem, names) -> tuple[np.ndarray, np.ndarray]:

@@ -11,10 +11,10 @@ with the numbers and what to do instead.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ..data.bag_processed import process_bag
 from ..errors import IdentificationError

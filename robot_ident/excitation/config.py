@@ -37,8 +37,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from ..errors import ConfigError
-from .collision.spec import CollisionSpec, parse_collision_section
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
+from .collision.spec import CollisionSpec, parse_collision_section
 from .constraints import Margins
 from .criteria import CRITERIA
 from .designer import FAMILIES, DesignSpec

@@ -19,6 +19,7 @@ from .atomic import atomic_write_text
 from .known_arm import KnownArm, arm_from_result, arm_from_urdf
 from .payload_urdf import add_payload_link
 
+
 @dataclass
 class PayloadOutcome:
     estimate: PayloadEstimate

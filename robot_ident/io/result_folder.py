@@ -11,8 +11,8 @@ from ..estimation.validation import ValidationReport
 from ..model.robot import RobotModel
 from ..report.html import plot_efforts
 from .atomic import atomic_write_text
-from .samples import write_run_samples
 from .results import result_to_dict, write_identified_urdf, write_result_yaml
+from .samples import write_run_samples
 from .staging import StagedFolder, check_output_folder
 
 RESULT_KIND = "result"

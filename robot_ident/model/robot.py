@@ -349,8 +349,16 @@ class RobotModel:
         ni = self.layout.n_inertial
         for s in range(N):
             Y[s, :, :ni] = self.inertial_regressor_sample(q[s], qd[s], qdd[s])
-        Y[:, :, ni:] = self.actuator_regressor(qd, qdd)
+        act = self.actuator_regressor(qd, qdd)
+        Y[:, :, ni:ni + act.shape[2]] = act
+        self._extra_columns(q, Y[:, :, ni + act.shape[2]:])
         return Y.reshape(N * self.n, self.layout.size)
+
+    def _extra_columns(self, q, out: np.ndarray) -> None:
+        """Columns after the actuator block (N, n, k): none for a plain arm (model/spring.py
+        adds its springs' here)."""
+        if out.shape[2]:
+            raise ModelError(f"{out.shape[2]} parameter column(s) after the actuator block have no regressor")
 
     def efforts(self, q, qd, qdd, theta: np.ndarray | None = None) -> np.ndarray:
         """Joint efforts (N, n) predicted by the standard parameters theta (default: nominal)."""

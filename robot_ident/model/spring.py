@@ -169,16 +169,8 @@ class SpringRobotModel(RobotModel):
     def spring_slice(self) -> slice:
         return slice(self._n_rigid, self.layout.size)
 
-    def regressor(self, q, qd, qdd) -> np.ndarray:
-        q, qd, qdd = self._check_states(q, qd, qdd)
-        N = q.shape[0]
-        Y = np.empty((N, self.n, self.layout.size))
-        ni = self.layout.n_inertial
-        for s in range(N):
-            Y[s, :, :ni] = self.inertial_regressor_sample(q[s], qd[s], qdd[s])
-        Y[:, :, ni:self._n_rigid] = self.actuator_regressor(qd, qdd)
-        Y[:, :, self._n_rigid:] = self.springs.columns(q)
-        return Y.reshape(N * self.n, self.layout.size)
+    def _extra_columns(self, q, out: np.ndarray) -> None:
+        out[:] = self.springs.columns(q)       # K and preload of each spring, after the actuators
 
 
 # --------------------------------------------------------------------------- config

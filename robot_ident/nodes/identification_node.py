@@ -54,9 +54,9 @@ from ..online.identification_window import (
     method_error,
     result_summary,
 )
+from ..online.msg_build import diagnostic_array, labelled_array
 from ..online.recording_bag import StatusProgress
 from ..online.shutdown import require_file_parameter
-from ..online.msg_build import diagnostic_array, labelled_array
 from ._common import (
     declare,
     declare_robot_description,

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pinocchio as pin
 import yaml
 
 from ..data.signals import ProcessedData, concatenate
@@ -49,10 +48,9 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
+    from ..io.staging import StagedFolder, check_output_folder
     from ..sim import SimulatedArm
     from ..sim.config import simulation_config
-
-    from ..io.staging import StagedFolder, check_output_folder
     from .sim_checks import check_trajectory_against_urdf
 
     progress = progress or Progress(quiet=True)
@@ -79,12 +77,7 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         from ..excitation.collision.safety import check_for_use
         check_for_use(urdf, config_path, traj, package_dirs)
     with progress.stage("model"):
-        theta = cad.nominal.copy()
-        if sim.payload_mass > 0:
-            last = cad.layout.body_joints[-1]
-            sl = cad.layout.inertial_slice(last)
-            theta[sl] = (cad.body_inertia(theta, last) + pin.Inertia(
-                sim.payload_mass, np.array(sim.payload_com), np.eye(3) * 1e-4 * sim.payload_mass)).toDynamicParameters()
+        theta = sim.truth_parameters(cad)
         truth_urdf, _ = write_parameters(cad, theta)
         order = [cad.joint_names.index(j) for j in traj.joint_names]
         truth = type(sim.truth)(*(np.asarray(a)[order] for a in (sim.truth.armature, sim.truth.coulomb,
@@ -166,13 +159,13 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     `warn`; an implausible input is refused unless `force`. A model the data do not
     determine is marked in result.yaml and identified.urdf."""
     from ..data.bag import read_recordings_from_config
+    from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.conditioning import quality_warnings
     from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
+    from ..estimation.streamed import identify_streamed
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
-    from ..data.stream_sync import NeedsWholeRecording
-    from ..estimation.streamed import identify_streamed
 
     progress = progress or Progress(quiet=True)
     check_result_folder(output, force)                   # before any work
@@ -224,9 +217,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                             "synchronisation": summary},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        if hasattr(model, "closures"):      # where validate finds the closures again
-            from ..mechanisms.closed_chain.config import closures_path
-            extra["source"]["closures"] = str(closures_path(cfg, config_path))
+        from ..mechanisms.closed_chain.config import closures_source
+        extra["source"].update(closures_source(model, cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                             valid_data=valid_data, force=force)
     return IdentifyOutcome(model, result, validation, out, summary, warnings)

@@ -199,9 +199,8 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                             "filter_cutoff_note": cutoff_note,
                             "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        if hasattr(model, "closures"):      # where validate finds the closures again
-            from ..mechanisms.closed_chain.config import closures_path
-            extra["source"]["closures"] = str(closures_path(cfg, config_path))
+        from ..mechanisms.closed_chain.config import closures_source
+        extra["source"].update(closures_source(model, cfg, config_path))
         write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
                             valid_data=valid_data, force=force)
     return InputsOutcome(model, result, validation, out, summary, float(settings.filter.cutoff_hz), cutoff_note,

@@ -31,8 +31,8 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
     says. Without collision geometry this refuses unless `allow_without_collision_model`
     (None: the config's ``excitation.collision.allow_without_collision_model``) is true."""
     from ..errors import ConfigError
-    from ..excitation.config import load_excitation_config
     from ..excitation.collision.safety import build_collision_model, verify_trajectory
+    from ..excitation.config import load_excitation_config
     from ..excitation.designer import design_excitation
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config

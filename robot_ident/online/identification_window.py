@@ -289,6 +289,7 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     the same plausibility checks (refused unless `force`) and warnings, which the node
     publishes in its diagnostics."""
     from ..data.sync import SyncResult, synchronise
+    from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.pipeline import (
         identification_config,
         identify,
@@ -297,8 +298,6 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
         validate_result,
     )
     from ..io.result_folder import write_result_folder
-
-    from ..estimation.auto_cutoff import strip_auto_cutoff
 
     section = dict(cfg.section("identification"))
     if method:
@@ -370,8 +369,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
         return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
                                 config_path, method, repetitions, plots, src)
     from ..data.stream_sync import NeedsWholeRecording
-    from ..estimation.pipeline import identification_config, load_model
     from ..estimation.auto_cutoff import strip_auto_cutoff
+    from ..estimation.pipeline import identification_config, load_model
     from ..estimation.streamed import identify_streamed
 
     section = dict(cfg.section("identification"))

@@ -35,6 +35,17 @@ class SimulationConfig:
     payload_mass: float
     payload_com: tuple
 
+    def truth_parameters(self, cad: RobotModel) -> np.ndarray:
+        """The simulated arm's standard parameters: the CAD's, with the payload (a point-like
+        mass at `payload_com` of the last body's frame) added to the last body."""
+        import pinocchio as pin
+        theta = cad.nominal.copy()
+        if self.payload_mass > 0:
+            last = cad.layout.body_joints[-1]
+            payload = pin.Inertia(self.payload_mass, np.array(self.payload_com), np.eye(3) * 1e-4 * self.payload_mass)
+            theta[cad.layout.inertial_slice(last)] = (cad.body_inertia(theta, last) + payload).toDynamicParameters()
+        return theta
+
 
 def _number(d, key, where, default, nonneg=True):
     v = d.get(key, default)

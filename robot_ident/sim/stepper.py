@@ -291,7 +291,6 @@ def build_stepping_arm(urdf, config_path, q0=None, control_rate_hz: float = 1000
     """The simulated arm of `robot-ident simulate` (config's ``simulation`` section: friction,
     armature, offsets, payload, noise) as a `SteppingArm`, and the parsed IdentConfig.
     `q0` defaults to the middle of the position range (0 where unlimited)."""
-    import pinocchio as pin
 
     from ..estimation.pipeline import identification_config, load_model
     from ..io.config import load_config
@@ -304,12 +303,7 @@ def build_stepping_arm(urdf, config_path, q0=None, control_rate_hz: float = 1000
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)
     sim = simulation_config(cfg.section("simulation"), cad)
-    theta = cad.nominal.copy()
-    if sim.payload_mass > 0:
-        last = cad.layout.body_joints[-1]
-        sl = cad.layout.inertial_slice(last)
-        theta[sl] = (cad.body_inertia(theta, last) + pin.Inertia(
-            sim.payload_mass, np.array(sim.payload_com), np.eye(3) * 1e-4 * sim.payload_mass)).toDynamicParameters()
+    theta = sim.truth_parameters(cad)
     truth_urdf, _ = write_parameters(cad, theta)
     arm = SimulatedArm(truth_urdf, cad.joint_names, sim.truth, control_rate_hz=control_rate_hz,
                        nominal=RobotModel(cad.urdf_xml, cad.joint_names, transmission=cad.transmission),

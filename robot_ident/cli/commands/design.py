@@ -35,9 +35,9 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
-    from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.designer import design_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
 
@@ -54,7 +54,7 @@ def run(args) -> int:
         from ._payload import run_design
         return run_design(args, cfg, joints)
     from ...mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
-    from ...model.spring import spring_model_from_file   # springs of the config are part of the model
+    from ...model.spring import spring_model_from_file  # springs of the config are part of the model
     model = closed_chain_from_file(args.urdf, args.config, args.node)   # the config's closures: actuated joints
     closed = model is not None
     if closed and joints is not None and set(joints) != set(model.joint_names):

@@ -1,9 +1,9 @@
 """`robot-ident identify`: rosbag2 recordings and/or tables in, a result folder out."""
 from __future__ import annotations
 
-from ...estimation import ESTIMATORS
 from ...data.holdout import Holdout
 from ...errors import ConfigError
+from ...estimation import ESTIMATORS
 from ...offline.bag_workflow import format_validation
 from ...offline.inputs import identify_inputs
 from ...util.progress import Progress

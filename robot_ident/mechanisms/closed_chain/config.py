@@ -18,6 +18,12 @@ from pathlib import Path
 from ...errors import ConfigError, ModelError
 
 
+def closures_source(model, config, config_path=None) -> dict:
+    """``{"closures": path}`` for a result's `source` when `model` is a closed chain (where
+    `validate` finds the closures again), else ``{}``."""
+    return {"closures": str(closures_path(config, config_path))} if hasattr(model, "closures") else {}
+
+
 def closures_path(config, config_path=None) -> Path | None:
     """Where the config's `closures:` file is, or None for a serial arm."""
     value = config.parameters.get("closures") if hasattr(config, "parameters") else None
