@@ -103,7 +103,7 @@ def _guard_rows(store, lo: int, hi: int, guard_s: float) -> int:
     return int(math.ceil(guard_s / max(step, 1e-9))) + 3
 
 
-def _chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int, model):
+def store_chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int, model):
     """(ProcessedData rows [a, b), moving mask of those rows as part of [lo, hi)); the dead
     band is the model's (on motor velocities for a coupled transmission), as in memory."""
     from ..model.transmission import dead_band_rows
@@ -124,7 +124,7 @@ def accumulate(store, lo: int, hi: int, model: RobotModel, base: BaseParameters,
     acc = CompressedAccumulator(model, base)
     every = max(1, -(-(hi - lo) // plot_points))
     picks = []
-    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk, model):
+    for d, mask in store_chunks(store, lo, hi, threshold, guard_s, chunk, model):
         acc.add(d, mask)
         first = (-(acc.n_samples - d.n_samples - 0) % every)
         picks.append(d.subset(np.arange(first, d.n_samples, every)))
@@ -144,7 +144,7 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
     every = max(1, -(-(hi - lo) // plot_points))
     ts, meas, pred_s = [], [], []
     done = 0
-    for d, mask in _chunks(store, lo, hi, threshold, guard_s, chunk, model):
+    for d, mask in store_chunks(store, lo, hi, threshold, guard_s, chunk, model):
         pred = result.predict(model, d.q, d.qd, d.qdd)
         e = d.effort_raw - pred
         ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)

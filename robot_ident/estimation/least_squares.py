@@ -80,12 +80,15 @@ def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarra
     return rms, sigma
 
 
-def _covariance(problem: IdentificationProblem, W_w, r_w, inv) -> tuple[np.ndarray, dict]:
-    """HAC covariance from the rows; a compressed (streamed) problem has no time series of
-    residuals, so it gets the white-noise formula and says so (likely optimistic: see
-    estimation/uncertainty.py)."""
+def _covariance(problem: IdentificationProblem, W_w, r_w, inv, x, joint_weights) -> tuple[np.ndarray, dict]:
+    """HAC covariance from the rows. A compressed (streamed) problem has no time series of
+    residuals: its rows are re-read from where they came from (`problem.rows`,
+    estimation/store_hac.py) when it says; without that it gets the white-noise formula
+    and says so (likely optimistic: see estimation/uncertainty.py)."""
     if not problem.compressed:
         return hac_covariance(W_w, r_w, inv, problem.sample_of_row, problem.joint_of_row, len(problem.joint_names))
+    if problem.rows is not None:
+        return problem.rows.hac_covariance(x, joint_weights, inv, problem.n_rows)
     M, p = problem.n_rows, W_w.shape[1]
     s2 = float(r_w @ r_w) / max(M - p, 1)
     return s2 * inv, {"std_model": "white residuals (streamed problem: the residual autocorrelation is not "
@@ -96,7 +99,7 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
     _check(problem)
     W, y = problem.W, problem.y
     x, inv, r, cond = _solve(W, y, problem.param_names)
-    cov, info = _covariance(problem, W, r, inv)
+    cov, info = _covariance(problem, W, r, inv, x, np.ones(len(problem.joint_names)))
     rms, sig = _per_joint(problem, r)
     res = _result("ols", problem, x, cov, cond, rms, sig)
     res.extra.update(info)
@@ -117,7 +120,7 @@ def wls(problem: IdentificationProblem) -> IdentificationResult:
     Ww = W * w[:, None]
     x, inv_w, rw, _ = _solve(Ww, y * w, problem.param_names)
     s2 = float(rw @ rw) / max(M - p, 1)
-    cov, info = _covariance(problem, Ww, rw, inv_w)
+    cov, info = _covariance(problem, Ww, rw, inv_w, x, 1.0 / sigma_j)
     del Ww
     r = y - W @ x
     rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals

@@ -32,6 +32,9 @@ class IdentificationProblem:
     # Compressed problems (estimation.compressed): W, y are per-joint R factors, whose
     # row sums of squares equal those of the true rows; these are the true row counts.
     row_counts: np.ndarray | None = None    # (n,) rows per joint
+    # ... and where their rows can be re-read for the residual time series that the
+    # autocorrelation-consistent covariance needs (estimation.store_hac.StoreRowSource)
+    rows: object | None = None
 
     @property
     def compressed(self) -> bool:

@@ -24,6 +24,7 @@ from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
 from . import ESTIMATORS, IdentificationResult
 from .compressed import PLOT_POINTS, accumulate, validate_store
+from .store_hac import StoreRowSource
 from .pipeline import base_parameters, identify, validate_result
 from .validation import ValidationReport
 
@@ -73,6 +74,8 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
                 acc, plot_data = accumulate(store, 0, cut, model, base, thr, guard, plot_points=points,
                                             progress=progress.counter("samples"))
                 problem = acc.problem()
+                # the HAC covariance re-reads the rows' residual series from the store
+                problem.rows = StoreRowSource(store, 0, cut, model, base, thr, guard)
                 options = {"bounds": settings.physical} if settings.method == "physical" else {}
                 result = ESTIMATORS[settings.method](problem, **options)
                 from .conditioning import assess_quality

@@ -66,11 +66,17 @@ def correlation_lag(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_join
     N = int(sample.max()) + 1 if sample.size else 1
     max_lag = max(1, int(MAX_LAG_FRACTION * N))
     rho = residual_autocorrelation(r, sample, joint, n_joints, max_lag)
+    return bandwidth_from_autocorrelation(rho, int(np.bincount(joint, minlength=n_joints).min()), max_lag)
+
+
+def bandwidth_from_autocorrelation(rho: np.ndarray, pairs: int, max_lag: int) -> int:
+    """LAG_FACTOR x the first lag at which every joint's autocorrelation (rho: (n, lags + 1),
+    lags 0..) is at the floor; rho may stop short of `max_lag` (then residuals correlated
+    over all its lags get LAG_FACTOR x its last lag)."""
     # a sample autocorrelation of white noise has std ~ 1/sqrt(pairs): 3 of those is noise
-    pairs = np.bincount(joint, minlength=n_joints).min()
     floor = max(CORR_FLOOR, 3.0 / np.sqrt(max(pairs, 1)))
     below = np.flatnonzero((rho[:, 1:] <= floor).all(axis=0))
-    tau = int(below[0]) if below.size else max_lag      # lags 1..tau-1 are correlated
+    tau = int(below[0]) if below.size else min(rho.shape[1] - 1, max_lag)   # lags 1..tau-1 are correlated
     return int(min(LAG_FACTOR * tau, max_lag))
 
 
@@ -97,11 +103,18 @@ def _hac(W_w, r_w, A_inv, sample, joint, n_joints):
     for k in range(1, L + 1):
         C = G[:-k].T @ G[k:]
         omega += (1.0 - k / (L + 1.0)) * (C + C.T)
+    return hac_from_omega(omega, A_inv, M, float(r_w @ r_w), L)
+
+
+def hac_from_omega(omega: np.ndarray, A_inv: np.ndarray, n_rows: int, rss: float, lag: int) -> tuple[np.ndarray, dict]:
+    """The sandwich M / (M - p) A^-1 Omega A^-1 and its info (bandwidth `lag`, median
+    inflation over the white-noise standard deviations from the residual sum `rss`)."""
+    M, p = n_rows, A_inv.shape[0]
     cov = (M / max(M - p, 1)) * (A_inv @ omega @ A_inv)
     cov = 0.5 * (cov + cov.T)
-    white = float(r_w @ r_w) / max(M - p, 1) * np.diag(A_inv)
+    white = rss / max(M - p, 1) * np.diag(A_inv)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.sqrt(np.clip(np.diag(cov), 0, None) / white)
     ratio = ratio[np.isfinite(ratio)]
-    return cov, {"hac_lag_samples": int(L),
+    return cov, {"hac_lag_samples": int(lag),
                  "std_inflation_median": float(np.median(ratio)) if ratio.size else float("nan")}

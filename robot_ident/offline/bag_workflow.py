@@ -151,7 +151,7 @@ def _stderr(line: str) -> None:
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
                  progress: Progress | None = None, plots: bool = True, force: bool = False,
-                 warn=_stderr, streaming: bool = False) -> IdentifyOutcome:
+                 warn=_stderr, streaming: bool = False, cutoff_hz: float | None = None) -> IdentifyOutcome:
     """Bag -> result folder. `streaming`: bounded memory, chunk by chunk
     (estimation/streamed.py), same parameters, but without the input checks below (a
     warning says so); a recording it does not handle (a looped bag) is read at once. Plausibility checks and the inter-topic lag
@@ -175,6 +175,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         section["method"] = method
     if holdout is not None:
         section["holdout"] = holdout
+    if cutoff_hz is not None:
+        section["filter"] = dict(section.get("filter") or {}, cutoff_hz=float(cutoff_hz))
     icfg = identification_config(section)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings

@@ -49,9 +49,10 @@ def add_parser(sub):
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--stream", action="store_true",
-                   help="bounded memory for long recordings: one --bag read, synchronised and filtered chunk "
-                        "by chunk into a compressed problem (ols, wls, physical; the config's cutoff; the "
-                        "held-out tail as --holdout); standard deviations then assume white residuals")
+                   help="require the bounded-memory path (the default whenever it applies: one --bag of a "
+                        "serial arm, hold-out by --holdout, a set cutoff); an error when it does not apply")
+    p.add_argument("--in-memory", action="store_true",
+                   help="read the whole recording into memory even when it could be streamed")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -88,6 +89,24 @@ def _cutoff(value) -> float | None:
     return c
 
 
+def _why_not_streamed(args) -> str:
+    """Why this identification needs the whole recording in memory ('' when it can stream):
+    several or tabular inputs, a hold-out other than the tail, a cutoff chosen from the
+    data, or a closed chain / spring balancer model."""
+    if len(args.bag) != 1 or args.table or args.validate_bag:
+        return "it takes exactly one --bag (no --table or --validate-bag)"
+    if args.holdout_window is not None or args.holdout_every is not None:
+        return "it holds out the recording's tail (--holdout), not --holdout-window or --holdout-every"
+    from ...io.config import load_config
+    cfg = load_config(args.config)
+    filt = (cfg.section("identification") or {}).get("filter") or {}
+    if args.cutoff == "auto" or (args.cutoff is None and filt.get("cutoff_hz", "auto") == "auto"):
+        return "the filter cutoff is to be chosen from the data (set identification.filter.cutoff_hz or --cutoff)"
+    if cfg.parameters.get("closures") or cfg.section("springs"):
+        return "closed chains and spring balancers are identified in memory"
+    return ""
+
+
 def run(args) -> int:
     if args.payload:
         from ._payload import run_identify
@@ -105,14 +124,16 @@ def run(args) -> int:
     if not args.bag and not args.table:
         raise ConfigError("give at least one recording: --bag PATH or --table PATH")
     cutoff = _cutoff(args.cutoff)
-    if args.stream:
-        if len(args.bag) != 1 or args.table or args.validate_bag or args.holdout_window is not None \
-                or args.holdout_every is not None or args.cutoff is not None:
-            raise ConfigError("identify --stream takes exactly one --bag and --holdout (no --table, "
-                              "--validate-bag, --holdout-window, --holdout-every or --cutoff)")
+    if args.stream and args.in_memory:
+        raise ConfigError("choose one of --stream and --in-memory")
+    why_not = _why_not_streamed(args)
+    if args.stream and why_not:
+        raise ConfigError(f"identify --stream cannot stream this: {why_not}")
+    if not why_not and not args.in_memory:
         from ...offline.bag_workflow import identify_bag
         o = identify_bag(args.bag[0], args.urdf, args.config, args.output, args.method, args.holdout,
-                         Progress(quiet=args.quiet), plots=not args.no_plots, streaming=True)
+                         Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force, streaming=True,
+                         cutoff_hz=cutoff)
         summary = o.sync_summary
     else:
         o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
