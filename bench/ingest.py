@@ -9,7 +9,7 @@ in a fresh process:
 
   read      `data.bag_stream.bag_chunks` over both topics (read + batch CDR decoding into
             arrays), messages per second, sqlite3 and mcap;
-  identify  the whole command ``python -m robot_ident.cli identify --stream --no-plots`` with
+  identify  the whole command ``python -m robot_ident.cli identify --no-plots`` (streamed: the default) with
             ``wls`` and ``physical`` (sqlite3 bag): wall time of the process (imports
             included), its CPU time (user + system: what it costs on an idle core; on a
             shared machine the wall time is an upper bound) and its peak resident
@@ -141,7 +141,7 @@ def child_identify(bag: str, urdf: str, config: str, method: str, out: str, in_m
         r = identify_bag(bag, urdf, config, out, method=method, plots=False, streaming=False).result
     else:
         from robot_ident.cli import main
-        code = main(["identify", "--stream", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
+        code = main(["identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
                      "--method", method, "--no-plots", "--quiet"])
         if code:
             raise SystemExit(code)

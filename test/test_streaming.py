@@ -258,6 +258,8 @@ def test_streaming_identify_gives_the_in_memory_parameters(sim_bag, demo_urdf, m
     assert np.array_equal(a.validation.n_samples, b.validation.n_samples)
     assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-9)
     assert np.allclose(a.validation.max_abs_error, b.validation.max_abs_error, rtol=1e-9)
+    assert np.allclose(a.validation.nrms, b.validation.nrms, rtol=1e-9)
+    assert a.validation.nrms_reference == b.validation.nrms_reference
 
 
 def test_row_based_methods_bound_their_rows(sim_bag, demo_urdf, monkeypatch):
@@ -307,6 +309,7 @@ def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_p
     got = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=True, warn=lambda _: None).report
     assert (out / "validation_samples.npz").is_file()                  # the report's samples, decimated
     assert np.allclose(got.rms, whole.rms, rtol=1e-9)
+    assert np.allclose(got.nrms, whole.nrms, rtol=1e-9) and got.nrms_reference == whole.nrms_reference
     d, base, values, _ = load_result(out)
     cfg = load_config(out / "config.yaml")
     icfg = identification_config(cfg.section("identification"))
@@ -343,3 +346,28 @@ def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
     assert streamed.result.extra["hac_lag_samples"] == ref.result.extra["hac_lag_samples"]
     assert rel(streamed.result.std, ref.result.std) < 1e-8
     assert main(argv[:-4] + ["--output", str(tmp_path / "x"), "--table", "t.csv", "--quiet"]) == 2
+
+
+def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
+    """Plain `identify` on one bag with a set cutoff streams; --in-memory, several inputs or
+    a cutoff chosen from the data read the recording at once; --stream says why it cannot."""
+    import yaml
+
+    from robot_ident.cli import main
+    common = ["--urdf", str(demo_urdf), "--config", str(CONFIG), "--method", "wls", "--no-plots", "--quiet"]
+    bag = ["--bag", str(sim_bag / "bag")]
+
+    def read_mode(out):
+        return yaml.safe_load((out / "result.yaml").read_text())["source"].get("read")
+
+    assert main(["identify", *bag, "--output", str(tmp_path / "d"), *common]) == 0
+    assert read_mode(tmp_path / "d") == "streaming"
+    assert main(["identify", *bag, "--output", str(tmp_path / "m"), "--in-memory", *common]) == 0
+    assert read_mode(tmp_path / "m") is None
+    assert main(["identify", *bag, "--output", str(tmp_path / "h"), "--holdout-every", "3", *common]) == 0
+    assert read_mode(tmp_path / "h") is None
+    a = yaml.safe_load((tmp_path / "d" / "result.yaml").read_text())
+    b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
+    assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
+    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--cutoff", "auto", *common]) == 2
+    assert main(["identify", *bag, "--output", str(tmp_path / "y"), "--stream", "--in-memory", *common]) == 2

@@ -32,7 +32,7 @@ from ..errors import IdentificationError, SignalError
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
 from .problem import IdentificationProblem
-from .validation import ValidationReport
+from .validation import ValidationReport, nrms_of
 
 CHUNK_SAMPLES = 4000
 PLOT_POINTS = 10_000     # samples kept for the plots of a streamed identification
@@ -141,6 +141,7 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
     time series hold every k-th sample (at most `plot_points`), the figures all."""
     n = model.n
     ss, ref, mx, cnt = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
+    lo_e, hi_e = np.full(n, np.inf), np.full(n, -np.inf)          # measured range, for the NRMS fallback
     every = max(1, -(-(hi - lo) // plot_points))
     ts, meas, pred_s = [], [], []
     done = 0
@@ -151,6 +152,8 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
         ref += np.sum(np.where(mask, d.effort_raw ** 2, 0.0), axis=0)
         mx = np.maximum(mx, np.max(np.where(mask, np.abs(e), 0.0), axis=0))
         cnt += mask.sum(axis=0)
+        lo_e = np.minimum(lo_e, np.min(np.where(mask, d.effort_raw, np.inf), axis=0))
+        hi_e = np.maximum(hi_e, np.max(np.where(mask, d.effort_raw, -np.inf), axis=0))
         first = -done % every
         idx = np.arange(first, d.n_samples, every)
         ts.append(d.t[idx])
@@ -168,5 +171,6 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
     with np.errstate(divide="ignore"):
         rel = np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf)
     ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
+    nrms, scale, refs = nrms_of(rms, model.limits.effort, hi_e - lo_e)
     return ValidationReport(tuple(model.joint_names), rms, rel, ratio, mx, cnt.astype(int), threshold,
-                            np.concatenate(ts), np.vstack(meas), np.vstack(pred_s))
+                            np.concatenate(ts), np.vstack(meas), np.vstack(pred_s), nrms, scale, refs)

@@ -64,10 +64,7 @@ def rms_report(t, measured, predicted, joint_names, mask=None, noise_std=None,
         raise SignalError(f"measured {measured.shape} and predicted {predicted.shape} efforts differ in shape")
     mask = np.ones(measured.shape, bool) if mask is None else np.asarray(mask, bool)
     n = measured.shape[1]
-    rms, rel, mx, cnt, scale = (np.zeros(n) for _ in range(5))
-    limit = (np.full(n, np.nan) if effort_limit is None
-             else np.broadcast_to(np.asarray(effort_limit, float), (n,)))
-    refs = []
+    rms, rel, mx, cnt, span = (np.zeros(n) for _ in range(5))
     for k in range(n):
         m = mask[:, k]
         if not m.any():
@@ -79,16 +76,25 @@ def rms_report(t, measured, predicted, joint_names, mask=None, noise_std=None,
         rel[k] = rms[k] / ref if ref > 0 else np.inf
         mx[k] = np.max(np.abs(e))
         cnt[k] = m.sum()
-        if np.isfinite(limit[k]) and limit[k] > 0:
-            scale[k], ref_k = limit[k], "effort_limit"
-        else:
-            scale[k], ref_k = np.ptp(measured[m, k]), "effort_range"
-        refs.append(ref_k)
+        span[k] = np.ptp(measured[m, k])
     ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
+    nrms, scale, refs = nrms_of(rms, effort_limit, span)
+    return ValidationReport(tuple(joint_names), rms, rel, ratio, mx, cnt.astype(int), moving_threshold,
+                            np.asarray(t), measured, predicted, nrms, scale, refs)
+
+
+def nrms_of(rms: np.ndarray, effort_limit, effort_range: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(NRMS, its scale, reference per joint): RMS over the effort limit, or over the measured
+    effort range where the limit is not positive and finite."""
+    n = len(rms)
+    limit = (np.full(n, np.nan) if effort_limit is None
+             else np.broadcast_to(np.asarray(effort_limit, float), (n,)))
+    use_limit = np.isfinite(limit) & (limit > 0)
+    scale = np.where(use_limit, limit, np.asarray(effort_range, float))
+    refs = tuple("effort_limit" if u else "effort_range" for u in use_limit)
     with np.errstate(divide="ignore"):
         nrms = np.where(scale > 0, rms / np.where(scale > 0, scale, 1.0), np.inf)
-    return ValidationReport(tuple(joint_names), rms, rel, ratio, mx, cnt.astype(int), moving_threshold,
-                            np.asarray(t), measured, predicted, nrms, scale, tuple(refs))
+    return nrms, scale, refs
 
 
 def validate(result, model: RobotModel, data: ProcessedData, moving_threshold: float | None = None,
