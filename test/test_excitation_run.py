@@ -298,6 +298,13 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
     assert np.allclose(pt["velocities"], 0) and np.abs(np.array(pt["positions"]) - q_before).max() < 0.1
     assert np.all(np.array(pt["positions"]) <= limits.upper) and np.all(np.array(pt["positions"]) >= limits.lower)
     assert run.phase == Phase.ABORTED
+    # the hold brakes every joint within its acceleration limit (uniform deceleration to rest)
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    assert T == pytest.approx(s.stop_time)            # no measured velocity: at rest already
+    run._qd = np.where(np.arange(len(run._q)) == 0, 4.0 * limits.bounds().acceleration[0], 0.0)   # fast joint 1
+    pt = run.hold_points()["points"][0]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    assert T == pytest.approx(4.0, abs=1e-6)      # 4 s to brake 4 x a_max rad/s at a_max, not stop_time
 
 
 def idle_for(f, run, seconds, dt=0.01):

@@ -130,7 +130,8 @@ class ExcitationSettings:
     settle_time: float = 0.5              # topic mode: wait after the last point
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
     stop_time: float = 0.1                # topic mode: time to come to rest when aborting (about as quick
-    #                                       as a controller holding on cancel; measured on ROS: docs/ros2.md)
+    #                                       as a controller holding on cancel; measured on ROS: docs/ros2.md),
+    #                                       longer where the acceleration limits need it
     rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
 
     def __post_init__(self):
@@ -244,11 +245,16 @@ class ExcitationRun:
 
     def hold_points(self) -> dict:
         """One point at rest near the current position: where the arm stops, decelerating
-        uniformly from its current velocity within `stop_time`, clipped to the limits."""
+        uniformly from its current velocity within `stop_time`, or longer where that would
+        brake a joint harder than its acceleration limit (with margin), clipped to the limits."""
         s = self.settings
         qd = self._qd if self._qd is not None else np.zeros_like(self._q)
-        target = np.clip(self._q + 0.5 * qd * s.stop_time, self.limits.lower, self.limits.upper)
-        ns = int(round(s.stop_time * 1e9))
+        acc = np.asarray(self.limits.bounds().acceleration, float)
+        usable = np.isfinite(acc) & (acc > 0)
+        need = np.abs(qd[usable]) / acc[usable]
+        stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
+        target = np.clip(self._q + 0.5 * qd * stop, self.limits.lower, self.limits.upper)
+        ns = int(round(stop * 1e9))
         z = [0.0] * len(self.joint_names)
         return {"joint_names": list(self.joint_names),
                 "points": [{"positions": target.tolist(), "velocities": z, "accelerations": list(z),
