@@ -127,6 +127,13 @@ def test_simulate_and_design_on_the_closed_chain(tmp_path):
                    tmp_path / "bag", "--quiet") == 0
     truth = yaml.safe_load((tmp_path / "bag" / "robot_ident_truth.yaml").read_text())
     assert truth["max_closure_violation_m"] < 1e-6 and truth["joints"] == list(m.joint_names)
+    meta = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == 8                         # Humble's default, as for a serial arm
+    assert run_cli("simulate", "--urdf", URDF, "--config", CONFIG, "--trajectory", tmp_path / "t.yaml", "--output",
+                   tmp_path / "bag9", "--bag-version", 9, "--quiet") == 0
+    meta = yaml.safe_load((tmp_path / "bag9" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["version"] == 9
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []     # no staging left behind
     assert run_cli("design", "--urdf", URDF, "--config", CONFIG, "--output", tmp_path / "d.yaml", "--family",
                    "polynomial7", "--optimizer", "ga", "--max-evals", 30, "--time-limit", 60) == 0
     d = load_trajectory(tmp_path / "d.yaml")

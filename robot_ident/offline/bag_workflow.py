@@ -62,7 +62,8 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
         from ..excitation.repeat import Repeated
         from .closed_chain_workflow import simulate_closed_chain_bag
         o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
-                                                                  repetitions), output, storage, progress=progress)
+                                                                  repetitions), output, storage, progress=progress,
+                                      bag_version=bag_version)
         return SimulateOutcome(o.bag, o.duration, o.samples, o.topics, o.truth_file)
     icfg = identification_config(cfg.section("identification"))
     cad = load_model(urdf, cfg, icfg)

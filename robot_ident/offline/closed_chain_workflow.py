@@ -42,7 +42,7 @@ def closed_chain_truth(model, sim_cfg) -> np.ndarray:
 def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: str = "sqlite3",
                               truth: np.ndarray | None = None, noise=None, progress: Progress | None = None,
                               position_noise: float | None = None,
-                              joint_states_rate_hz: float = 500.0) -> ClosedChainSimOutcome:
+                              joint_states_rate_hz: float = 500.0, bag_version: int = 8) -> ClosedChainSimOutcome:
     """Simulate `trajectory` (any object with joint_names, duration, sample(t)) on the closed
     chain of the config and write the bag. `truth` (standard parameters in the model's
     layout) defaults to the CAD plus the `simulation:` section's drive parameters."""
@@ -78,14 +78,17 @@ def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: st
         nz = replace(nz, position_std=position_noise)
     with progress.stage("simulate"):
         run = sim.run(trajectory, noise=nz, progress=progress.fraction)
-    with progress.stage("write bag"):
-        info = write_bag_from_config(output, run.recording, cfg, storage=storage,
+    from ..io.staging import StagedFolder
+    with progress.stage("write bag"), StagedFolder(output, "bag", replace=False, create=False) as staged:
+        # written aside and renamed into place: an interrupted write leaves nothing behind
+        info = write_bag_from_config(staged, run.recording, cfg, storage=storage,
                                      current_noise_std=sim_cfg.current_noise, seed=nz.seed,
-                                     joint_states_rate_hz=joint_states_rate_hz)
+                                     joint_states_rate_hz=joint_states_rate_hz, version=bag_version)
         doc = {"note": "true standard parameters of the simulated closed chain (robot_ident simulate)",
                "joints": list(model.joint_names), "max_closure_violation_m": float(run.max_violation),
                "effort_noise_std": {j: float(s) for j, s in zip(model.joint_names, run.effort_noise_std)},
                "parameters": {n: float(v) for n, v in zip(model.layout.names, theta)}}
-        truth_file = atomic_write_text(Path(output) / TRUTH_FILE, yaml.safe_dump(doc, sort_keys=False))
+        atomic_write_text(staged / TRUTH_FILE, yaml.safe_dump(doc, sort_keys=False))
+    truth_file = Path(output) / TRUTH_FILE
     return ClosedChainSimOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics,
                                  truth_file, float(run.max_violation), run.effort_noise_std)
