@@ -162,6 +162,18 @@ def test_design_simulate_identify_payload_through_the_cli(payload_bag, demo_urdf
     assert "payload on tool0: mass" in capsys.readouterr().out
     d = check_payload_folder(payload_bag / "pay", demo_urdf)
     assert d["nuisance_symbols"] == ["Ia", "Fc", "Fv", "off"]        # the URDF knows no drive parameters
+    # written as a whole: run again into the same folder (replaced), never into someone else's folder
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--output", payload_bag / "pay", "--quiet") == 0
+    assert sorted(p.name for p in (payload_bag / "pay").iterdir() if not p.name.startswith(".")) == \
+        ["identified.urdf", "payload.yaml"]
+    other = payload_bag / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep")
+    capsys.readouterr()
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--output", other, "--quiet") == 2
+    assert "not a robot_ident payload folder" in capsys.readouterr().err and (other / "mine.txt").is_file()
 
 
 def test_node_payload_service_equals_the_command_line(payload_bag, demo_urdf, tmp_path):

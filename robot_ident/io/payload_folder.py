@@ -18,6 +18,9 @@ from ..estimation.pipeline import split_holdout
 from .atomic import atomic_write_text
 from .known_arm import KnownArm, arm_from_result, arm_from_urdf
 from .payload_urdf import add_payload_link
+from .staging import StagedFolder
+
+PAYLOAD_KIND = "payload"
 
 
 @dataclass
@@ -95,7 +98,6 @@ def payload_from_parts(parts, summary: str, cfg, icfg, arm: KnownArm, output, fr
     if valid is not None and valid.n_samples > 0:
         rms = payload_rms(arm, pm, est, valid, s.moving_threshold, s.guard_s)
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
     doc = {"format": "robot_ident/payload", "arm_model": arm.source, "source": dict(source or {}),
            "holdout_fraction": frac, "nuisance_symbols": list(symbols), "payload": est.to_dict(),
            "synchronisation": summary}
@@ -107,10 +109,14 @@ def payload_from_parts(parts, summary: str, cfg, icfg, arm: KnownArm, output, fr
         urdf_text = add_payload_link(arm.urdf_xml, pcfg.frame, vals, pcfg.name,
                                      note=f"payload identified by robot_ident ({arm.source})"
                                           + (f"; {note}" if note else ""))
-        atomic_write_text(out / "identified.urdf", urdf_text)
     else:
         doc["payload"]["notes"].append("identified.urdf not written: the mass is not positive")
-    atomic_write_text(out / "payload.yaml", yaml.safe_dump(doc, sort_keys=False, width=1000))
+    # the folder is written aside and swapped into place: no half-written folder, and no
+    # identified.urdf of an earlier payload left next to a new payload.yaml
+    with StagedFolder(out, PAYLOAD_KIND) as tmp:
+        if urdf_text is not None:
+            atomic_write_text(tmp / "identified.urdf", urdf_text)
+        atomic_write_text(tmp / "payload.yaml", yaml.safe_dump(doc, sort_keys=False, width=1000))
     return PayloadOutcome(est, arm, rms, out, urdf_text, summary)
 
 

@@ -17,7 +17,11 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
     from ..io.config import load_config
     from .bag_workflow import read_processed
 
+    from ..io.payload_folder import PAYLOAD_KIND
+    from ..io.staging import check_output_folder
+
     progress = progress or Progress(quiet=True)
+    check_output_folder(output, PAYLOAD_KIND)          # before any work
     cfg = load_config(config_path)
     icfg = identification_config(cfg.section("identification"))
     with progress.stage("arm model"):
