@@ -27,6 +27,8 @@ from .bag import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
 from .bag import select_connections as _select
 from .cdr import decode
 from .joint_stream import JointStream
+from .mcap_read import McapError, open_summary
+from .mcap_read import messages as mcap_messages
 
 DEFAULT_BATCH = 20_000
 
@@ -36,6 +38,31 @@ class _Topic:
 
     def __init__(self, topic: str, msgtype: str, count: int):
         self.topic, self.msgtype, self.msgcount = topic, msgtype, count
+
+
+def _metadata(p: Path) -> tuple[dict, dict]:
+    """(rosbag2 bag information, topic -> message count) of metadata.yaml."""
+    meta = yaml.safe_load((p / "metadata.yaml").read_text(encoding="utf-8"))["rosbag2_bagfile_information"]
+    counts: dict[str, int] = {}
+    for t in meta.get("topics_with_message_count") or []:
+        name = t["topic_metadata"]["name"]
+        counts[name] = counts.get(name, 0) + int(t["message_count"])
+    return meta, counts
+
+
+def _plain_mcap(p: Path) -> tuple[list, dict] | None:
+    """(MCAP summaries of the files in order, topic -> message count) of an mcap bag without
+    rosbag2 file or message compression whose files `mcap_read` handles, else None."""
+    try:
+        meta, counts = _metadata(p)
+        files = meta.get("relative_file_paths") or []
+        if (meta.get("storage_identifier") != "mcap" or not files
+                or str(meta.get("compression_mode") or "").lower() not in ("", "none")):
+            return None
+        summaries = [open_summary(p / f) for f in files]
+    except Exception:   # McapUnusual or anything unusual: rosbags reads it (and reports what is wrong)
+        return None
+    return summaries, counts
 
 
 def _plain_sqlite(p: Path) -> tuple[Path, dict] | None:
@@ -67,6 +94,10 @@ def bag_chunks(path, topics: Mapping[str, tuple[str, str | None]], batch: int = 
         if plain is not None:
             yield from _sqlite_chunks(p, plain[0], plain[1], topics, batch, progress)
             return
+        mcap = _plain_mcap(p)
+        if mcap is not None:
+            yield from _mcap_chunks(p, mcap[0], mcap[1], topics, batch, progress)
+            return
         reader = _open(path)
         try:
             conns = _select(reader.connections, path, topics)
@@ -76,6 +107,8 @@ def bag_chunks(path, topics: Mapping[str, tuple[str, str | None]], batch: int = 
             reader.close()
     except RobotIdentError:
         raise
+    except McapError as exc:
+        raise BagError(f"cannot read bag {path}: {exc}") from exc
     except Exception as exc:
         raise BagError(f"cannot read bag {path}: {exc}") from exc
 
@@ -144,6 +177,40 @@ def _sqlite_chunks(p: Path, db: Path, counts: dict, topics, batch, progress):
         yield from _decode_batches(batches(), conns, topics, deser, progress)
     finally:
         con.close()
+
+
+def _mcap_chunks(p: Path, summaries: list, counts: dict, topics, batch, progress):
+    """The same from the MCAP files with `mcap_read` (in file order); message definitions
+    are those of the ROS 2 type store (`bag.make_typestore`)."""
+    kinds = sorted({(c.topic, c.msgtype) for s in summaries for c in s.channels.values()})
+    conns = _select([_Topic(t, m, counts.get(t, 0)) for t, m in kinds], p, topics)
+    names = sorted({c.topic for c in conns})
+    plan = []
+    for s in summaries:
+        ids = {cid: names.index(c.topic) for cid, c in s.channels.items() if c.topic in names}
+        if any(s.channels[cid].encoding != "cdr" for cid in ids):
+            raise BagError(f"bag {p}: file {s.path.name} stores topic(s) "
+                           f"{sorted({s.channels[c].topic for c in ids if s.channels[c].encoding != 'cdr'})} "
+                           "in another encoding than CDR")
+        lut = np.full(max(s.channels) + 1, -1, dtype=np.int32)
+        for cid, k in ids.items():
+            lut[cid] = k
+        plan.append((s, set(ids), lut))
+
+    def batches():
+        which, logs, data, n = [], [], [], 0
+        for s, wanted, lut in plan:
+            for chan, lg, raws in mcap_messages(s, wanted):
+                which.append(lut[chan])
+                logs.append(lg)
+                data += raws
+                n += len(raws)
+                if n >= batch:
+                    yield np.concatenate(which), np.concatenate(logs), data
+                    which, logs, data, n = [], [], [], 0
+        if n:
+            yield np.concatenate(which), np.concatenate(logs), data
+    yield from _decode_batches(batches(), conns, topics, make_typestore().deserialize_cdr, progress)
 
 
 def concat_streams(parts: list[JointStream]) -> JointStream:
