@@ -27,7 +27,7 @@ from .bag import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
 from .bag import select_connections as _select
 from .cdr import decode
 from .joint_stream import JointStream
-from .mcap_read import McapError, open_summary
+from .mcap_read import McapUnusual, open_summary
 from .mcap_read import messages as mcap_messages
 
 DEFAULT_BATCH = 20_000
@@ -50,17 +50,23 @@ def _metadata(p: Path) -> tuple[dict, dict]:
     return meta, counts
 
 
-def _plain_mcap(p: Path) -> tuple[list, dict] | None:
+def _plain_mcap(p: Path) -> tuple[list, dict] | str | None:
     """(MCAP summaries of the files in order, topic -> message count) of an mcap bag without
-    rosbag2 file or message compression whose files `mcap_read` handles, else None."""
+    rosbag2 file or message compression whose files `mcap_read` handles; else why not
+    (a file `mcap_read` leaves to rosbags) or None (not such a bag)."""
     try:
         meta, counts = _metadata(p)
         files = meta.get("relative_file_paths") or []
         if (meta.get("storage_identifier") != "mcap" or not files
                 or str(meta.get("compression_mode") or "").lower() not in ("", "none")):
             return None
-        summaries = [open_summary(p / f) for f in files]
-    except Exception:   # McapUnusual or anything unusual: rosbags reads it (and reports what is wrong)
+        summaries = []
+        for f in files:
+            try:
+                summaries.append(open_summary(p / f))
+            except McapUnusual as exc:
+                return f"MCAP file {f}: {exc}"
+    except Exception:   # anything unusual: rosbags reads it (and reports what is wrong)
         return None
     return summaries, counts
 
@@ -90,15 +96,20 @@ def bag_chunks(path, topics: Mapping[str, tuple[str, str | None]], batch: int = 
     (kind, interface) as in `bag.read_streams`. `progress(done, total)` is called per batch."""
     p = _check_bag_path(path)
     plain = _plain_sqlite(p)
+    note = ""
     try:
         if plain is not None:
             yield from _sqlite_chunks(p, plain[0], plain[1], topics, batch, progress)
             return
         mcap = _plain_mcap(p)
-        if mcap is not None:
+        if isinstance(mcap, tuple):
             yield from _mcap_chunks(p, mcap[0], mcap[1], topics, batch, progress)
             return
-        reader = _open(path)
+        note = f" [{mcap}]" if mcap else ""        # why the MCAP reader left it to rosbags
+        try:
+            reader = _open(path)
+        except BagError as exc:
+            raise BagError(f"{exc}{note}") from exc
         try:
             conns = _select(reader.connections, path, topics)
             yield from _decode_batches(_rosbags_batches(reader, conns, sorted({c.topic for c in conns}), batch),
@@ -107,10 +118,8 @@ def bag_chunks(path, topics: Mapping[str, tuple[str, str | None]], batch: int = 
             reader.close()
     except RobotIdentError:
         raise
-    except McapError as exc:
-        raise BagError(f"cannot read bag {path}: {exc}") from exc
     except Exception as exc:
-        raise BagError(f"cannot read bag {path}: {exc}") from exc
+        raise BagError(f"cannot read bag {path}: {exc}{note}") from exc
 
 
 def _decode_batches(batches, conns, topics, deser, progress):

@@ -157,11 +157,13 @@ def open_summary(path: Path) -> McapSummary:
                 chans.append((cid, sid, topic, enc))
             elif op == OP_CHUNK_INDEX:
                 b.pos += 32                       # start, end, chunk offset, chunk length
-                b.pos += b.u32() + 8              # message index offsets, their length
+                n = b.u32()
+                b.pos += n + 8                    # message index offsets, their length
                 compressions.add(b.string())
             elif op == OP_STATISTICS:
                 b.pos += 8 + 2 + 4 * 4 + 16
-                end = b.pos + 4 + b.u32()
+                n = b.u32()
+                end = b.pos + n
                 counts = {}
                 while b.pos < end:
                     cid = b.u16()
