@@ -168,7 +168,8 @@ def test_fast_path_equals_rosbags(tmp_path, msgs, monkeypatch, storage, zstd):
     {"use_chunking": False},                                   # messages outside chunks
 ])
 def test_files_of_foxglove_mcap_writer(tmp_path, msgs, monkeypatch, options):
-    from mcap.writer import CompressionType, IndexType
+    mcap_writer = pytest.importorskip("mcap.writer")
+    CompressionType, IndexType = mcap_writer.CompressionType, mcap_writer.IndexType
     opts = dict(options)
     if "compression" in opts:
         opts["compression"] = CompressionType[opts["compression"]]
@@ -257,8 +258,8 @@ def test_corrupt_chunk_names_the_file(tmp_path, msgs):
 def test_chunk_crc_mismatch_names_the_file(tmp_path, msgs):
     """A flipped bit in a message value of an uncompressed chunk with a CRC (Foxglove's writer)."""
     bag = write_rosbags(tmp_path / "bag", msgs)
-    from mcap.writer import CompressionType
-    rewrite_with_mcap_package(bag, msgs, compression=CompressionType.NONE, chunk_size=64 * 1024)
+    none = pytest.importorskip("mcap.writer").CompressionType.NONE
+    rewrite_with_mcap_package(bag, msgs, compression=none, chunk_size=64 * 1024)
     (f,) = bag.glob("*.mcap")
     data = bytearray(f.read_bytes())
     chunk = next(pos for pos, op, _ in records(data) if op == 0x06)
@@ -284,4 +285,22 @@ def test_unknown_chunk_compression_is_left_to_rosbags(tmp_path, msgs):
     f.write_bytes(f.read_bytes().replace(b"\x04\x00\x00\x00zstd", b"\x04\x00\x00\x00brot"))
     assert "chunk compression ['brot']" in bag_stream._plain_mcap(bag)
     with pytest.raises(BagError, match=r"Unsupported chunk compression 'brot'.*\[MCAP file bag\.mcap: chunk compr"):
+        read(bag)
+
+
+def test_count_differing_from_the_statistics_is_an_error(tmp_path, msgs):
+    """A message index that misses messages must not pass silently: the file's Statistics
+    record counts the messages of each channel."""
+    bag = write_rosbags(tmp_path / "bag", msgs)
+    (f,) = bag.glob("*.mcap")
+    data = bytearray(f.read_bytes())
+    stats = next(pos for pos, op, _ in records(data) if op == 0x0B)
+    first = stats + 9 + 8 + 2 + 4 * 4 + 16 + 4                 # first (channel, count) entry
+    cid = int.from_bytes(data[first:first + 2], "little")
+    count = int.from_bytes(data[first + 2:first + 10], "little")
+    data[first + 2:first + 10] = (count + 1).to_bytes(8, "little")
+    f.write_bytes(bytes(data))
+    topic = bag_stream._plain_mcap(bag)[0][0].channels[cid].topic
+    with pytest.raises(BagError, match=rf"bag\.mcap: read {count} messages of topic '{topic}', its statistics "
+                                       rf"record says {count + 1}"):
         read(bag)

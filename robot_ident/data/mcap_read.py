@@ -102,22 +102,28 @@ class _Buf:
         return bytes(self.bytes(self.u32())).decode()
 
 
-def _zstd():
-    try:
-        from compression import zstd          # Python >= 3.14
-    except ImportError:
-        from backports import zstd            # rosbags' dependency
-    return zstd
-
-
-def decompress(data, compression: str, size: int) -> bytes:
+def _decompressor(compression: str):
+    """(compressed bytes, uncompressed size) -> bytes for a chunk compression; McapUnusual when no library for it is installed.
+    zstd from the standard library (Python >= 3.14) or backports.zstd, lz4 from lz4.frame:
+    rosbags' own dependencies."""
     if compression == "":
-        return bytes(data)
-    if compression == "zstd":
-        return _zstd().decompress(data)
-    if compression == "lz4":
-        import lz4.frame
-        return lz4.frame.decompress(data)
+        return lambda data, size: bytes(data)
+    try:
+        if compression == "zstd":
+            try:
+                from compression import zstd
+            except ImportError:
+                try:
+                    from backports import zstd
+                except ImportError:
+                    import zstandard
+                    return lambda data, size: zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+            return lambda data, size: zstd.decompress(data)
+        if compression == "lz4":
+            import lz4.frame
+            return lambda data, size: lz4.frame.decompress(data)
+    except ImportError as exc:
+        raise McapUnusual(f"no {compression} decompressor installed ({exc})") from exc
     raise McapUnusual(f"unknown chunk compression {compression!r}")
 
 
@@ -183,6 +189,8 @@ def open_summary(path: Path) -> McapSummary:
     unknown = compressions - set(COMPRESSIONS)
     if unknown:
         raise McapUnusual(f"chunk compression {sorted(unknown)} not handled here")
+    for c in compressions:
+        _decompressor(c)
     return McapSummary(Path(path), channels, counts, summary_start, compressions)
 
 
@@ -266,10 +274,12 @@ def messages(summary: McapSummary, wanted: set[int]):
             data = b.bytes(b.u64())
         except (struct.error, UnicodeDecodeError) as exc:
             raise McapError(f"{where(ch.offset)}: unreadable chunk header ({exc})") from exc
-        if comp not in COMPRESSIONS:
-            raise McapError(f"{where(ch.offset)}: unknown chunk compression {comp!r}")
         try:
-            raw = decompress(data, comp, usize)
+            unpack = _decompressor(comp)
+        except McapUnusual as exc:
+            raise McapError(f"{where(ch.offset)}: {exc}") from exc
+        try:
+            raw = unpack(data, usize)
         except Exception as exc:
             raise McapError(f"{where(ch.offset)}: the {comp} chunk does not decompress ({exc})") from exc
         if len(raw) != usize:
