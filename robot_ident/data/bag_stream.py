@@ -9,8 +9,18 @@ library's sqlite3 (``fetchmany`` of the rosbag2 ``messages`` table in the order 
 recorder wrote it, which is the order of arrival): rosbags goes through apsw one row at a
 time in log-time order (an index walk), which capped reading at ~140 k messages/s here,
 and counts every topic's messages on opening (a scan of the table); the counts are in
-metadata.yaml. The synchroniser orders samples by header stamp anyway. Every other bag
-(mcap, split or compressed sqlite3) is read by rosbags.
+metadata.yaml. The synchroniser orders samples by header stamp anyway.
+
+An mcap bag (one file or split into several, chunks uncompressed, zstd or lz4, or no
+chunks) is read by `mcap_read`, a reader written on numpy: rosbags' MCAP reader parses
+each record through BytesIO and merges chunks by log time with a heap, ~80 % of the
+read time (~350 k messages/s here against ~1.3 M/s; Foxglove's ``mcap`` package was
+slower still, ~250 k/s without decoding). Messages come in file order (order of arrival),
+as from sqlite3. A file it does not handle (no summary section, a truncated file, an
+unknown chunk compression, a non-CDR channel) and bags compressed by rosbag2 itself
+(file or message compression) are read by rosbags; when rosbags then fails, the error
+also names the MCAP file and why the fast reader left it. Every other bag (split or
+compressed sqlite3) is read by rosbags.
 """
 from __future__ import annotations
 

@@ -238,6 +238,8 @@ def _walk(raw, wanted) -> tuple[np.ndarray, ...]:
         if end > n:
             raise struct.error(f"record at {pos} runs past the end")
         if op == OP_MESSAGE:
+            if ln < _MSG.size:
+                raise struct.error(f"message record at {pos} is too short")
             cid, _, log, _ = _MSG.unpack_from(raw, pos + 9)
             if cid in wanted:
                 chan.append(cid)
@@ -253,7 +255,8 @@ class _Chunk:
     def __init__(self, offset: int, content: bytes):
         self.offset, self.content = offset, content
         self.index: list[tuple[int, bytes]] = []
-        self.indexed = False
+        self.indexed = False          # message index records follow the chunk
+        self.broken = False           # one of them is malformed: walk the chunk instead
 
 
 def messages(summary: McapSummary, wanted: set[int]):
@@ -286,7 +289,7 @@ def messages(summary: McapSummary, wanted: set[int]):
             raise McapError(f"{where(ch.offset)}: chunk holds {len(raw)} bytes, its header says {usize}")
         if crc and zlib.crc32(raw) != crc:
             raise McapError(f"{where(ch.offset)}: chunk CRC mismatch (corrupt file)")
-        got = _indexed(raw, ch.index) if ch.indexed else None
+        got = _indexed(raw, ch.index) if ch.indexed and not ch.broken else None
         if got is None:
             try:
                 got = _walk(raw, wanted)
@@ -323,10 +326,10 @@ def messages(summary: McapSummary, wanted: set[int]):
             if op == OP_MESSAGE_INDEX and pending is not None:
                 body = f.read(ln)
                 pending.indexed = True
-                cid = _U16.unpack_from(body, 0)[0]
-                nb = _U32.unpack_from(body, 2)[0]
-                if cid in wanted:
-                    pending.index.append((cid, body[6:6 + nb]))
+                if ln < 6 or (ln - 6) % 16 or _U32.unpack_from(body, 2)[0] != ln - 6:
+                    pending.broken = True
+                elif _U16.unpack_from(body, 0)[0] in wanted:
+                    pending.index.append((_U16.unpack_from(body, 0)[0], body[6:]))
                 pos += 9 + ln
                 continue
             if pending is not None:
@@ -339,6 +342,8 @@ def messages(summary: McapSummary, wanted: set[int]):
                 pending = _Chunk(pos, f.read(ln))
             elif op == OP_MESSAGE:
                 body = f.read(ln)
+                if ln < _MSG.size:
+                    raise McapError(f"{where(pos)}: message record too short (corrupt file)")
                 cid, _, log, _ = _MSG.unpack_from(body, 0)
                 if cid in wanted:
                     loose.append((cid, log, body[_MSG.size:]))
