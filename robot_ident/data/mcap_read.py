@@ -103,9 +103,9 @@ class _Buf:
 
 
 def _decompressor(compression: str):
-    """(compressed bytes, uncompressed size) -> bytes for a chunk compression; McapUnusual when no library for it is installed.
-    zstd from the standard library (Python >= 3.14) or backports.zstd, lz4 from lz4.frame:
-    rosbags' own dependencies."""
+    """(compressed bytes, uncompressed size) -> bytes for a chunk compression; McapUnusual
+    when no library for it is installed. zstd from the standard library (Python >= 3.14),
+    backports.zstd or zstandard, lz4 from lz4.frame: rosbags' own dependencies."""
     if compression == "":
         return lambda data, size: bytes(data)
     try:
