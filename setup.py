@@ -39,7 +39,8 @@ setup(
     ],
     extras_require={
         # pytest 9 breaks Humble's launch_testing plugin (every pytest run fails to start)
-        "test": ["pytest>=7,<9", "example-robot-data>=4", "xacro>=2"],
+        # mcap: Foxglove's writer makes the lz4 / CRC / unchunked MCAP files of test/test_bag_fast_read.py
+        "test": ["pytest>=7,<9", "example-robot-data>=4", "xacro>=2", "mcap>=1.1"],
     },
     zip_safe=True,
     maintainer="robot_ident developers",
