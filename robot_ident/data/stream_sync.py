@@ -14,7 +14,10 @@ into segments; segments shorter than the options' minimum are dropped as
 Limits (the caller falls back to the whole-recording path, see `NeedsWholeRecording`):
 a backward time jump (a looped bag: several passes), and a first stretch without any
 common data. Messages logged more than ``LATE_S`` after newer-stamped ones are placed
-by their stamp in the stretch they arrive in. The report's ``unused``
+by their stamp in the stretch they arrive in. The lag between the topics (data/lag.py)
+is measured once, on the first stretch, and applied to every stretch (the whole-recording
+path measures it on the longest pass: the two can differ by a fraction of the 0.5 ms search
+step); the report's ``other_joints`` ranges span all stretches. The report's ``unused``
 count is not kept (0), ``isolated`` may count a sample of an overlap twice; the other
 counts are exact.
 """
@@ -29,6 +32,7 @@ import numpy as np
 from ..errors import RobotIdentError, SignalError
 from .bag_stream import concat_streams
 from .joint_stream import NS_PER_S, JointStream
+from .lag import LagEstimate
 from .signals import Recording
 from .sync import StreamReport, SyncOptions, SyncReport, synchronise
 
@@ -147,7 +151,12 @@ class ChunkedSync:
         self.report = SyncReport(self.rate, self.max_gap,
                                  {role: StreamReport(r.topic, role, rate_hz=r.rate_hz)
                                   for role, r in rep.streams.items()},
-                                 notes=["read in chunks: samples unused outside the segments are not counted"])
+                                 notes=["read in chunks: samples unused outside the segments are not counted"],
+                                 lag=rep.lag, lag_corrected=rep.lag_corrected)
+        # one lag for every stretch: the first stretch's (a stretch measuring its own would shift
+        # its samples differently); none measured there -> none measured later either
+        self._lag = rep.lag if rep.lag is not None else LagEstimate(float("nan"), 0.0, False, float("nan"),
+                                                                    float("nan"))
         self._boundary = min(self._first_ns.values()) - 1
 
     def _take(self, role: str, before: float) -> JointStream | None:
@@ -195,7 +204,7 @@ class ChunkedSync:
             try:
                 res = synchronise(S, E, self.joints, options=self.fixed, position_field=self.fields["states"],
                                   velocity_field=self.fields["velocity"], effort_field=self.fields["efforts"],
-                                  meta=self.meta, grid_origin_ns=self.origin_ns)
+                                  meta=self.meta, grid_origin_ns=self.origin_ns, lag=self._lag)
             except SignalError as exc:
                 note = f"{(self._boundary - self.origin_ns) / NS_PER_S:.3f} s on: {exc}".splitlines()[0]
                 if note not in self.report.notes:
@@ -238,6 +247,9 @@ class ChunkedSync:
             for j, c in r.nan_by_joint.items():
                 t.nan_by_joint[j] = t.nan_by_joint.get(j, 0) + c
             t.absent_fields.update(r.absent_fields)
+        for j, (lo, hi) in rep.other_joints.items():
+            a, b = self.report.other_joints.get(j, (lo, hi))
+            self.report.other_joints[j] = (min(a, lo), max(b, hi))
         for g in rep.gaps:
             key = (g.topic, round(g.start_s, 9), round(g.end_s, 9))
             if key not in self._gaps:
