@@ -161,7 +161,9 @@ def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, no
 def _apply_lag(pairs, est, thr: float, s_topic: str, e_topic: str, notes: list):
     if not math.isfinite(est.lag_s) or abs(est.lag_s) <= thr:
         return pairs, est, False
-    shift = int(round(est.lag_s * NS_PER_S))
+    from .lag import SHIFT_RESOLUTION_S
+    res = int(round(SHIFT_RESOLUTION_S * NS_PER_S))
+    shift = int(round(est.lag_s * NS_PER_S / res)) * res
     notes.append(f"topic {e_topic!r} is stamped {1e3 * est.lag_s:+.3g} ms late relative to {s_topic!r} (measured "
                  "on the positions both carry); its stamps are corrected")
     return [(a, Pass(b.t_ns - shift, b.values, b.rx_ns)) for a, b in pairs], est, True

@@ -24,6 +24,10 @@ import numpy as np
 MAX_LAG_S = 0.05          # default bound of the search (config sync.max_lag_s)
 CORRECT_ABOVE_S = 0.0005  # default: shifts smaller than this are reported, not applied (sync.lag_threshold_s)
 STEP_S = 0.0005
+# A corrected lag moves the stamps by whole multiples of this: far below the estimate's
+# accuracy and a sample period, and it lets two estimates a few ns apart (the chunked
+# reader's, on its first stretch, and the whole recording's) shift the stamps alike.
+SHIFT_RESOLUTION_S = 1e-5
 
 
 @dataclass
