@@ -327,3 +327,29 @@ def test_lag_is_applied_alike_to_every_stretch(world, monkeypatch, offset_s):
     assert np.array_equal(got.t, ref.t)
     for f in ("q", "qd", "qdd", "effort"):
         assert np.allclose(getattr(got, f), getattr(ref, f), rtol=0, atol=1e-10 * np.abs(getattr(ref, f)).max()), f
+
+
+def test_spike_statistics_stay_bounded_on_a_noisy_channel(model, monkeypatch):
+    """A noise-only effort channel: thousands of samples stand out by 5 % of its range, so the
+    spike candidates are pruned and the MAD subsample thinned (small caps here); the real
+    spikes are still counted as in memory."""
+    import robot_ident.estimation.stream_checks as sc
+    monkeypatch.setattr(sc, "SUBSAMPLE_CAP", 2048)
+    monkeypatch.setattr(sc, "CANDIDATE_CAP", 100)
+    t, q, qd, e = _synthetic(n=20000, rate=1000.0, seed=5)
+    e[:, 0] = np.random.default_rng(6).normal(size=t.size)
+    hits = [501, 3999, 4000 + 3, 9000, 12345, 17001, 19990]
+    e[hits, 0] += 60.0
+    ref = recording_stats(model, [Recording(t, model.joint_names, q, e, qd=qd)])[0][0]
+    chk = StreamedRecordingChecks(model, "wls")
+    most_cand = most_sub = 0
+    for a in range(0, t.size, 997):
+        sl = slice(a, a + 997)
+        chk.add(0, Recording(t[sl], model.joint_names, q[sl], e[sl], qd=qd[sl]))
+        sig = chk.open[0].effort
+        most_cand, most_sub = max(most_cand, int(sig.n_cand.max())), max(most_sub, sig.n_sub)
+    assert sig.stride >= 8 and most_sub <= 2048 and most_cand <= 100
+    chk.end_segment(0, True)
+    got = chk.joint_stats()[0]
+    assert ref.spikes_effort == got.spikes_effort == len(hits)
+    assert got.spike_effort == pytest.approx(ref.spike_effort, rel=1e-12)

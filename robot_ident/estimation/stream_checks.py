@@ -271,7 +271,8 @@ class StreamedRecordingChecks:
             if enough:
                 self.has_ratios[k] = True
                 r = r[m & (r[:, 0] % self.stride == 0)]
-                self.kept_ratios[k].append(r[:, [0, 2]])
+                # one array per joint, whatever the number of segments
+                self.kept_ratios[k] = [np.concatenate(self.kept_ratios[k] + [r[:, [0, 2]]])]
         s.ratios = [[] for _ in self.joints]
         self._bound()
 
@@ -285,7 +286,9 @@ class StreamedRecordingChecks:
             for k in range(len(self.joints)):
                 self.kept_ratios[k] = [a[a[:, 0] % self.stride == 0] for a in self.kept_ratios[k]]
                 for s in self.open.values():
-                    s.ratios[k] = [a[a[:, 0] % self.stride == 0] for a in s.ratios[k]]
+                    if s.ratios[k]:
+                        a = np.concatenate(s.ratios[k])
+                        s.ratios[k] = [a[a[:, 0] % self.stride == 0]]
 
     def kept_ratio_count(self) -> int:
         """The most velocity ratios kept for a joint (the memory the velocity check holds)."""
