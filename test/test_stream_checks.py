@@ -353,3 +353,46 @@ def test_spike_statistics_stay_bounded_on_a_noisy_channel(model, monkeypatch):
     got = chk.joint_stats()[0]
     assert ref.spikes_effort == got.spikes_effort == len(hits)
     assert got.spike_effort == pytest.approx(ref.spike_effort, rel=1e-12)
+
+
+def _with_rest(s, rest_s, period_ns, seed):
+    """The stream preceded by `rest_s` of the first message's values plus 1e-5 noise (the arm
+    at rest: encoder noise only)."""
+    rng = np.random.default_rng(seed)
+    n = int(rest_s * 1e9 / period_ns)
+    names = s.names if isinstance(s.names[0], str) else [s.names[0]] * n + list(s.names)
+    new = {}
+    for f, v in s.fields.items():
+        v = np.vstack([np.asarray(x, float) for x in v]) if isinstance(v, list) else np.asarray(v, float)
+        new[f] = np.vstack([np.repeat(v[:1], n, axis=0) + 1e-5 * rng.normal(size=(n, v.shape[1])), v])
+    pre = s.stamps[0] + np.arange(n) * period_ns
+    return JointStream(s.topic, np.concatenate([pre, s.stamps + n * period_ns]), names, new,
+                       np.concatenate([pre + 200_000, s.received + n * period_ns]))
+
+
+def test_lag_is_not_taken_from_a_first_stretch_at_rest(world, monkeypatch):
+    """25 s at rest before the motion, 20 ms lag: the first stretch (20 s) sees only noise,
+    where any shift fits (it measured -19.5 ms, a confident wrong correction). It now grows
+    until the lag is determined and the result is the in-memory lag and findings; a rest
+    longer than LAG_PROBE_MAX_S leaves the lag uncorrected, with a note."""
+    import robot_ident.data.stream_sync as stream_sync
+    s = copy.deepcopy(world["streams"])
+    s[JS] = _with_rest(s[JS], 25.0, 2_000_000, 0)
+    s[DJS] = late(0.020)(_with_rest(s[DJS], 25.0, 1_000_000, 1))
+    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
+    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    cfg = load_config(CONFIG)
+    icfg = identification_config(dict(cfg.section("identification"), method="wls"))
+    model = load_model(world["urdf"], cfg, icfg)
+    sync = read_recordings_from_config(world["bag"], cfg)
+    ref = check_input(model, sync, icfg.settings, JS, DJS, cfg.effort_field).findings
+    obs = StreamedInputChecks(model, "wls", cfg.effort_field)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, observer=obs)
+    pb.store.close()
+    assert pb.report.lag_corrected and pb.report.lag.lag_s == pytest.approx(0.020, abs=2e-4)
+    assert any("late relative" in f.text for f in ref)
+    assert_same(ref, obs.findings(pb.report, JS, DJS))
+    monkeypatch.setattr(stream_sync, "LAG_PROBE_MAX_S", 12.0)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=5.0)
+    pb.store.close()
+    assert not pb.report.lag_corrected and "the lag between the topics is not determined" in pb.summary
