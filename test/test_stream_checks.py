@@ -396,3 +396,26 @@ def test_lag_is_not_taken_from_a_first_stretch_at_rest(world, monkeypatch):
     pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=5.0)
     pb.store.close()
     assert not pb.report.lag_corrected and "the lag between the topics is not determined" in pb.summary
+
+
+@pytest.mark.parametrize("n", [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 40])
+def test_short_segments_in_tiny_pieces_give_the_whole_segments_statistics(model, n):
+    """Segment ends: fewer samples than the median window, the spike rule's 9, the velocity
+    check's 5 and 10; pieces of 1, 2, 3, 5 samples or the whole segment."""
+    import dataclasses
+    t, q, qd, e = _synthetic(n=400)
+    e[5, 1] += 30.0
+    q[206, 2] += 2.0
+    segs = [Recording(t[a:a + n], model.joint_names, q[a:a + n], e[a:a + n], qd=qd[a:a + n]) for a in (0, 200)]
+    ref = [dataclasses.asdict(s) for s in recording_stats(model, segs)[0]]
+    for step in (1, 2, 3, 5, 100):
+        chk = StreamedRecordingChecks(model)
+        for k, sg in enumerate(segs):
+            for a in range(0, n, step):
+                sl = slice(a, a + step)
+                chk.add(k, Recording(sg.t[sl], model.joint_names, sg.q[sl], sg.effort[sl], qd=sg.qd[sl]))
+            chk.end_segment(k, True)
+        for x, y in zip(ref, (dataclasses.asdict(s) for s in chk.joint_stats())):
+            for key in x:
+                assert y[key] == pytest.approx(x[key], rel=1e-12, abs=0) if x[key] is not None else y[key] is None, \
+                    (n, step, key)

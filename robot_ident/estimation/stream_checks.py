@@ -165,7 +165,7 @@ class _Segment:
         self.first_effort = None
         self.velocity = velocity
         self.dq_max = np.zeros(nj)
-        self.top10 = np.full((10, nj), -np.inf)          # the 10 largest |dq/dt|
+        self.top10 = np.zeros((10, nj))                 # the 10 largest |dq/dt| (0: none yet)
         self.ratios = [[] for _ in range(nj)]           # per joint: arrays (sample id, |dq|, ratio)
 
 
