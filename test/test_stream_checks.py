@@ -89,6 +89,18 @@ def late(shift_s):
     return lambda s: JointStream(s.topic, s.stamps + int(shift_s * 1e9), s.names, s.fields, s.received)
 
 
+def holes(*windows):
+    """The stream without its messages in the given windows (s from its first stamp): gaps,
+    hence several segments."""
+    def edit(s):
+        t = (s.stamps - s.stamps[0]) / 1e9
+        keep = np.ones(len(s), bool)
+        for a, b in windows:
+            keep &= ~((t >= a) & (t < b))
+        return s.select(np.flatnonzero(keep))
+    return edit
+
+
 def scale(joint, factor):
     return lambda s: fields(s, current=(lambda n, v: v * factor) if joint is None else on_joint(joint,
                                                                                                 lambda x: x * factor))
@@ -172,6 +184,9 @@ CASES = [
     ("current-spikes-robust", None, spikes("current", 1e4), "robust", "the robust estimator discounts them"),
     ("position-spikes", spikes("position", 100.0), None, "wls", "position spike"),
     ("lag-20ms", None, late(0.020), "wls", "late relative to the joint states"),
+    ("gaps-spikes-dead-channel", holes((1.0, 1.1), (2.0, 2.004), (2.01, 2.3), (6.0, 6.05)),
+     lambda s: fields(spikes("current", 1e4)(holes((7.0, 7.2))(s)), current=on_joint("elbow", lambda x: 0.0)),
+     "wls", "constant"),
 ]
 
 
