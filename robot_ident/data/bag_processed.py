@@ -35,10 +35,16 @@ class ProcessedBag:
 
 def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOptions | None = None,
                 progress: Callable[[int, int], None] | None = None, batch: int = DEFAULT_BATCH,
-                chunk_s: float = CHUNK_S, store_dir=None) -> ProcessedBag:
+                chunk_s: float = CHUNK_S, store_dir=None, observer=None) -> ProcessedBag:
     """Read, synchronise, convert and process a bag with the topics, actuators and sync
     options of an `io.config.IdentConfig`; raises `NeedsWholeRecording` for recordings
-    the chunked path does not handle (see `stream_sync`)."""
+    the chunked path does not handle (see `stream_sync`).
+
+    `observer` (e.g. `estimation.stream_checks.StreamedInputChecks`) sees the data on the
+    way: ``observer.piece(segment, rec)`` every synchronised, converted piece (a segment's
+    pieces in time order), ``observer.segment_end(segment, kept)`` when a segment ends
+    (``kept``: long enough to be one of the segments `sync.synchronise` keeps), and
+    ``observer.processed(data)`` every block of processed samples appended to the store."""
     joints = tuple(cfg.joints)
     js_topic, cur_topic = cfg.joint_states_topic, cfg.current_topic
     dyn = cfg.current_kind == "dynamic_joint_state"
@@ -52,6 +58,12 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     acts = cfg.drive.for_joints(joints)      # actuators, then any coupled transmission
     sync = ChunkedSync(joints, opts, effort_field=effort_field, chunk_s=chunk_s, meta={"bag": str(path)})
     store = ProcessedStore(joints, store_dir)
+    if observer is None:
+        sink = store.append
+    else:
+        def sink(d) -> None:
+            store.append(d)
+            observer.processed(d)
     filters: dict[int, SegmentFilter] = {}
     lengths: dict[int, tuple[float, float, int]] = {}
     skipped: list[str] = []
@@ -65,9 +77,11 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     def take(pieces) -> None:
         for seg, piece in pieces:
             rec = acts.apply(piece.reorder(joints))
+            if observer is not None:
+                observer.piece(seg, rec)
             f = filters.get(seg)
             if f is None:
-                f = filters[seg] = SegmentFilter(filter_options, sync.rate, store.append, min_needed())
+                f = filters[seg] = SegmentFilter(filter_options, sync.rate, sink, min_needed())
                 lengths[seg] = (float(rec.t[0]), float(rec.t[-1]), 0)
             t0, _, n = lengths[seg]
             lengths[seg] = (t0, float(rec.t[-1]), n + rec.n_samples)
@@ -85,6 +99,8 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
         if f is None:
             return
         t0, t1, n = lengths.pop(seg)
+        if observer is not None:
+            observer.segment_end(seg, n >= min_needed())
         if isinstance(f, _Dropped):
             return
         if n < min_needed():
@@ -123,3 +139,6 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
 
 class _Dropped:
     """A segment whose processing failed part-way (its earlier samples stay in the store)."""
+
+    def add(self, rec) -> None:
+        """Its later pieces are ignored."""

@@ -162,7 +162,9 @@ def decode(raws: Sequence[bytes], msgtype: str, topic: str, interface: str | Non
 
     JointState: fields ``position``, ``velocity``, ``effort`` (NaN rows where a message
     leaves a field empty, as `msgs.JointStreamCollector` makes of an empty array).
-    DynamicJointState: one field named `interface` (NaN for a joint without it).
+    DynamicJointState: a field named `interface` and ``position`` (NaN for a joint
+    without the interface), as `msgs.JointStreamCollector` keeps them: the positions let
+    `sync.synchronise` measure the lag between the topics.
     `fallback(raw)` deserialises a message the parser does not understand (rosbags)."""
     M = len(raws)
     if msgtype == JOINT_STATE:
@@ -170,7 +172,7 @@ def decode(raws: Sequence[bytes], msgtype: str, topic: str, interface: str | Non
     elif msgtype == DYNAMIC_JOINT_STATE:
         if not interface:
             raise ValueError("a DynamicJointState stream needs the interface name")
-        layout_of, fields = _dynamic_layout, (interface,)
+        layout_of, fields = _dynamic_layout, (interface,) + (("position",) if interface != "position" else ())
     else:
         raise ValueError(f"no batch decoder for {msgtype}")
     recv = None if received is None else np.asarray(received, dtype=np.int64)
@@ -185,7 +187,7 @@ def decode(raws: Sequence[bytes], msgtype: str, topic: str, interface: str | Non
                 off, cnt = layout.arrays[f]
                 out[f] = _gather(mat, [off + 8 * k for k in range(n)] if cnt == n else [None] * n)
             return out
-        return {interface: _gather(mat, layout.arrays.get(interface, (None,) * n))}
+        return {f: _gather(mat, layout.arrays.get(f, (None,) * n)) for f in fields}
 
     pending = np.arange(M)
     groups = []
@@ -243,9 +245,11 @@ def _single(raw: bytes, msgtype: str, interface: str | None, fallback: Callable 
                     for f, (off, cnt) in lay.arrays.items()}
             return _stamp(raw), lay.names, vals
         lay = _dynamic_layout(raw)
-        offs = lay.arrays.get(interface, (None,) * len(lay.names))
-        v = np.array([np.nan if o is None else struct.unpack_from("<d", raw, o)[0] for o in offs])
-        return _stamp(raw), lay.names, {interface: v}
+        out = {}
+        for f in (interface, "position"):
+            offs = lay.arrays.get(f, (None,) * len(lay.names))
+            out[f] = np.array([np.nan if o is None else struct.unpack_from("<d", raw, o)[0] for o in offs])
+        return _stamp(raw), lay.names, out
     except CdrFormatError:
         if fallback is None:
             raise
@@ -254,4 +258,4 @@ def _single(raw: bytes, msgtype: str, interface: str | None, fallback: Callable 
         a = joint_state_arrays(msg)
         return a.stamp_ns, a.names, {"position": a.position, "velocity": a.velocity, "effort": a.effort}
     s, names, v = dynamic_joint_state_values(msg, interface)
-    return s, names, {interface: v}
+    return s, names, {interface: v, "position": dynamic_joint_state_values(msg, "position")[2]}

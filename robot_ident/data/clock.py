@@ -124,13 +124,17 @@ def pair_passes(sp: list[Pass], ep: list[Pass], s_topic: str, e_topic: str,
     return pairs, dropped
 
 
-def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, notes: list):
+def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, notes: list, given=None):
     """Measure the lag of the current topic from the positions it also carries (data/lag.py)
     on the longest pair; move its stamps when the lag exceeds the threshold. A lag at the
-    search bound is an error: the topics are not on one clock."""
+    search bound is an error: the topics are not on one clock. `given` (a `LagEstimate`
+    measured elsewhere: the chunked reader's first stretch) is applied instead of measuring,
+    so that every stretch of a recording is shifted alike."""
     from .lag import CORRECT_ABOVE_S, MAX_LAG_S, estimate_lag_from_positions
     max_lag = opt.max_lag_s or MAX_LAG_S
     thr = opt.lag_threshold_s or CORRECT_ABOVE_S
+    if given is not None:
+        return _apply_lag(pairs, given, thr, s_topic, e_topic, notes)
     ps, pe = max(pairs, key=lambda p: min(p[0].t_ns.size, p[1].t_ns.size))
     ok = np.isfinite(pe.values[position_field]).all(axis=1)     # joints without a position interface
     if ok.sum() < 10:
@@ -151,9 +155,15 @@ def align_topics(pairs, position_field: str, opt, s_topic: str, e_topic: str, no
         raise SignalError(f"topic {e_topic!r} is offset from {s_topic!r} by {1e3 * est.lag_s:+.3g} ms or more "
                           f"(their positions do not line up within sync.max_lag_s = {max_lag:g} s): are the two "
                           "topics stamped by different clocks? raise sync.max_lag_s if the offset is real")
-    if abs(est.lag_s) <= thr:
+    return _apply_lag(pairs, est, thr, s_topic, e_topic, notes)
+
+
+def _apply_lag(pairs, est, thr: float, s_topic: str, e_topic: str, notes: list):
+    if not math.isfinite(est.lag_s) or abs(est.lag_s) <= thr:
         return pairs, est, False
-    shift = int(round(est.lag_s * NS_PER_S))
+    from .lag import SHIFT_RESOLUTION_S
+    res = int(round(SHIFT_RESOLUTION_S * NS_PER_S))
+    shift = int(round(est.lag_s * NS_PER_S / res)) * res
     notes.append(f"topic {e_topic!r} is stamped {1e3 * est.lag_s:+.3g} ms late relative to {s_topic!r} (measured "
                  "on the positions both carry); its stamps are corrected")
     return [(a, Pass(b.t_ns - shift, b.values, b.rx_ns)) for a, b in pairs], est, True

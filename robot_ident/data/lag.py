@@ -24,6 +24,13 @@ import numpy as np
 MAX_LAG_S = 0.05          # default bound of the search (config sync.max_lag_s)
 CORRECT_ABOVE_S = 0.0005  # default: shifts smaller than this are reported, not applied (sync.lag_threshold_s)
 STEP_S = 0.0005
+# A corrected lag moves the stamps by whole multiples of this: far below the estimate's
+# accuracy and a sample period, and it lets two estimates a few ns apart (the chunked
+# reader's, on its first stretch, and the whole recording's) shift the stamps alike.
+SHIFT_RESOLUTION_S = 1e-5
+# The mismatch grows like |velocity| x |shift| away from the estimate: a mismatch at the
+# search bound (0.05 s) 100 x the residual one locates the lag to about 0.5 ms.
+DETERMINED_CONTRAST = 100.0
 
 
 @dataclass
@@ -33,6 +40,14 @@ class LagEstimate:
     at_bound: bool             # the best shift is at the edge of the search
     rms_before: float          # RMS position mismatch at zero shift
     rms_after: float           # ... at the estimate
+    rms_far: float = float("nan")   # ... at the nearer end of the search (+-max_lag_s)
+
+    @property
+    def determined(self) -> bool:
+        """The data pin the lag down to about the search step: shifting by the search
+        bound costs `DETERMINED_CONTRAST` x the mismatch at the estimate (positions at
+        rest only show their noise, and any shift fits them)."""
+        return bool(np.isfinite(self.lag_s) and self.rms_far > DETERMINED_CONTRAST * self.rms_after)
 
     def summary(self) -> str:
         if not np.isfinite(self.lag_s):
@@ -65,4 +80,4 @@ def estimate_lag_from_positions(t_states: np.ndarray, q_states: np.ndarray, t_ot
         if den > 0:
             lag += 0.5 * STEP_S * (y0 - y2) / den
     return LagEstimate(lag, max_lag_s, i in (0, lags.size - 1), float(np.sqrt(cost[n_steps])),
-                       float(np.sqrt(cost[i])))
+                       float(np.sqrt(cost[i])), float(np.sqrt(min(cost[0], cost[-1]))))

@@ -14,7 +14,13 @@ into segments; segments shorter than the options' minimum are dropped as
 Limits (the caller falls back to the whole-recording path, see `NeedsWholeRecording`):
 a backward time jump (a looped bag: several passes), and a first stretch without any
 common data. Messages logged more than ``LATE_S`` after newer-stamped ones are placed
-by their stamp in the stretch they arrive in. The report's ``unused``
+by their stamp in the stretch they arrive in. The lag between the topics (data/lag.py)
+is measured once, on the first stretch, and applied to every stretch (the whole-recording
+path measures it on the longest pass: the two differ by far less than the 0.5 ms search
+step, and corrections move stamps in 10 us steps, so both usually shift alike). While the
+positions of the first stretch do not determine the lag (`LagEstimate.determined`: the arm
+at rest), the first stretch grows, up to ``LAG_PROBE_MAX_S``; past that the lag is not
+corrected and a note says so. The report's ``other_joints`` ranges span all stretches. The report's ``unused``
 count is not kept (0), ``isolated`` may count a sample of an overlap twice; the other
 counts are exact.
 """
@@ -29,11 +35,13 @@ import numpy as np
 from ..errors import RobotIdentError, SignalError
 from .bag_stream import concat_streams
 from .joint_stream import NS_PER_S, JointStream
+from .lag import LagEstimate
 from .signals import Recording
 from .sync import StreamReport, SyncOptions, SyncReport, synchronise
 
 CHUNK_S = 10.0      # stamp time synchronised per call
 LATE_S = 1.0        # a message may carry a stamp this much older than messages before it in the bag
+LAG_PROBE_MAX_S = 60.0   # the first stretch grows up to this while the lag is not determined (at rest)
 
 
 class NeedsWholeRecording(RobotIdentError):
@@ -68,6 +76,7 @@ class ChunkedSync:
         self._first_ns: dict[str, int | None] = {"states": None, "efforts": None}
         self._max_ns: dict[str, int | None] = {"states": None, "efforts": None}
         self._boundary: float | None = None      # stamp up to which stretches were synchronised
+        self._next_probe: float | None = None    # no start before this stamp (waiting for motion)
         self._k_done = -math.inf                 # grid index from which points are still to be emitted
         self.fixed: SyncOptions | None = None
         self.origin_ns: int | None = None
@@ -101,9 +110,11 @@ class ChunkedSync:
         newest = min(self._max_ns.values()) - LATE_S * NS_PER_S
         out = []
         if self.fixed is None:
-            if newest - min(self._first_ns.values()) >= 2 * self.chunk_ns:
-                self._start()
-            else:
+            span = newest - min(self._first_ns.values())
+            if span < 2 * self.chunk_ns or (self._next_probe is not None and newest < self._next_probe):
+                return out
+            if not self._start("cap" if span >= LAG_PROBE_MAX_S * NS_PER_S else "probe"):
+                self._next_probe = newest + self.chunk_ns      # the arm at rest so far: wait for motion
                 return out
         while newest - self._boundary >= self.chunk_ns:
             out += self._round(self._boundary + self.chunk_ns)
@@ -114,24 +125,44 @@ class ChunkedSync:
             if None in self._max_ns.values():
                 role = "states" if self._max_ns["states"] is None else "efforts"
                 raise SignalError(f"topic {self.topics[role] or role!r} has no messages")
-            self._start()
+            self._start("whole")
         out = self._round(math.inf)
         self._close_segment()
         return out
 
     # ------------------------------------------------------------- internals
-    def _start(self) -> None:
-        """Rates, limits and the grid origin from the data received so far (the first stretch)."""
+    def _start(self, mode: str) -> bool:
+        """Rates, limits, the grid origin and the lag between the topics from the data
+        received so far (the first stretch). `mode` 'probe': False (nothing fixed) when the
+        lag is measured but not determined by these data (the arm at rest: any shift fits
+        the noise; then more data are awaited); 'cap': start anyway, such a lag is not
+        applied and a note says so; 'whole' (the whole recording): as `synchronise` does."""
         s = concat_streams(self._pending["states"])
         e = concat_streams(self._pending["efforts"])
         self._pending = {"states": [s], "efforts": [e]}
+        def probe_sync(lag=None):
+            try:
+                return synchronise(s, e, self.joints, options=self.options, position_field=self.fields["states"],
+                                   velocity_field=self.fields["velocity"], effort_field=self.fields["efforts"],
+                                   lag=lag)
+            except SignalError as exc:
+                if "no common stretch" in str(exc) or "jumps back" in str(exc):
+                    raise NeedsWholeRecording(str(exc)) from exc
+                raise
+
+        unmeasured = LagEstimate(float("nan"), 0.0, False, float("nan"), float("nan"))
         try:
-            probe = synchronise(s, e, self.joints, options=self.options, position_field=self.fields["states"],
-                                velocity_field=self.fields["velocity"], effort_field=self.fields["efforts"])
+            probe = probe_sync()
+            lag = probe.report.lag
+            undetermined = lag is not None and math.isfinite(lag.lag_s) and not lag.determined
         except SignalError as exc:
-            if "no common stretch" in str(exc) or "jumps back" in str(exc):
-                raise NeedsWholeRecording(str(exc)) from exc
-            raise
+            if mode == "whole" or "sync.max_lag_s" not in str(exc):
+                raise
+            undetermined, lag = True, None      # at the search bound: maybe noise at rest
+        if undetermined and mode == "probe":
+            return False                         # decided with more data
+        if undetermined:                         # 'cap': synchronised without a lag correction
+            probe = probe_sync(unmeasured)
         if probe.report.time_jumps:
             raise NeedsWholeRecording("the recording jumps back in time (several passes)")
         rep = probe.report
@@ -147,8 +178,19 @@ class ChunkedSync:
         self.report = SyncReport(self.rate, self.max_gap,
                                  {role: StreamReport(r.topic, role, rate_hz=r.rate_hz)
                                   for role, r in rep.streams.items()},
-                                 notes=["read in chunks: samples unused outside the segments are not counted"])
+                                 notes=["read in chunks: samples unused outside the segments are not counted"],
+                                 lag=rep.lag, lag_corrected=rep.lag_corrected)
+        # one lag for every stretch: the first stretch's (a stretch measuring its own would shift
+        # its samples differently); none measured there -> none measured later either
+        self._lag = rep.lag if rep.lag is not None else unmeasured
+        if undetermined:
+            self.report.lag, self.report.lag_corrected = None, False
+            self.report.notes.append(
+                f"the lag between the topics is not determined by the first {LAG_PROBE_MAX_S:g} s (the joints "
+                "hardly move: the positions only show their noise); not corrected -- read the recording whole "
+                "(without --stream) to measure it over all of it")
         self._boundary = min(self._first_ns.values()) - 1
+        return True
 
     def _take(self, role: str, before: float) -> JointStream | None:
         parts = [p for p in self._pending[role] if len(p)]
@@ -195,7 +237,7 @@ class ChunkedSync:
             try:
                 res = synchronise(S, E, self.joints, options=self.fixed, position_field=self.fields["states"],
                                   velocity_field=self.fields["velocity"], effort_field=self.fields["efforts"],
-                                  meta=self.meta, grid_origin_ns=self.origin_ns)
+                                  meta=self.meta, grid_origin_ns=self.origin_ns, lag=self._lag)
             except SignalError as exc:
                 note = f"{(self._boundary - self.origin_ns) / NS_PER_S:.3f} s on: {exc}".splitlines()[0]
                 if note not in self.report.notes:
@@ -238,6 +280,9 @@ class ChunkedSync:
             for j, c in r.nan_by_joint.items():
                 t.nan_by_joint[j] = t.nan_by_joint.get(j, 0) + c
             t.absent_fields.update(r.absent_fields)
+        for j, (lo, hi) in rep.other_joints.items():
+            a, b = self.report.other_joints.get(j, (lo, hi))
+            self.report.other_joints[j] = (min(a, lo), max(b, hi))
         for g in rep.gaps:
             key = (g.topic, round(g.start_s, 9), round(g.end_s, 9))
             if key not in self._gaps:

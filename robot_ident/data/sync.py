@@ -282,7 +282,7 @@ def _prepare(stream: JointStream, role: str, joints: Sequence[str], required: Se
 def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str], *,
                 options: SyncOptions | None = None, position_field: str = "position",
                 velocity_field: str = "velocity", effort_field: str = "effort",
-                meta: Mapping | None = None, grid_origin_ns: int | None = None) -> SyncResult:
+                meta: Mapping | None = None, grid_origin_ns: int | None = None, lag=None) -> SyncResult:
     """Join a joint-state stream (positions, optional velocities) and an effort stream
     (efforts or currents, in `effort_field`) onto a uniform grid.
 
@@ -291,7 +291,9 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
     `SignalError` naming the joint and topic when a joint is missing, and when no
     segment survives. `grid_origin_ns`, when given, replaces the pass origin (the grid
     is phase-locked to it and times count from it): the chunked reader
-    (`data.stream_sync`) synchronises every chunk on the grid of the whole recording."""
+    (`data.stream_sync`) synchronises every chunk on the grid of the whole recording;
+    `lag` (a `data.lag.LagEstimate`), when given, is applied instead of measuring the lag
+    between the topics (the chunked reader measures it once, on its first stretch)."""
     opt = options or SyncOptions()
     joints = tuple(joints)
     if not joints:
@@ -373,9 +375,12 @@ def synchronise(states: JointStream, efforts: JointStream, joints: Sequence[str]
             notes.append(f"topic {s_.topic!r}: time {kind} by {size:.4g} s at {at:.4g} s from its first stamp; "
                          "the data are cut there")
     pairs, dropped = pair_passes(sp, ep, states.topic, efforts.topic, notes)
-    lag, lag_applied = None, False
-    if e_pos and pairs:
-        pairs, lag, lag_applied = align_topics(pairs, position_field, opt, states.topic, efforts.topic, notes)
+    lag_applied = False
+    if not (e_pos and pairs):
+        lag = None
+    else:
+        pairs, lag, lag_applied = align_topics(pairs, position_field, opt, states.topic, efforts.topic, notes,
+                                               given=lag)
     others = {}
     extra = sorted(states.joint_set() - set(joints))
     if extra and position_field in states.fields:

@@ -1,0 +1,354 @@
+"""The input plausibility checks of `input_checks.check_input` on a recording read in
+chunks (`data.bag_processed.process_bag`), in bounded memory, with the same findings.
+
+`StreamedInputChecks` is handed to `process_bag(..., observer=...)`: it sees every
+synchronised, current-converted piece (`StreamedRecordingChecks`), the end of every
+segment (kept, or dropped as too short: the in-memory path never sees those), and every
+block of processed samples (`stream_gains.StreamedGains`). `streamed_findings` then
+gives the list `check_input` gives, in its order; the judgement (thresholds, texts) is
+plausibility.py's, shared with the in-memory path.
+
+How each statistic is kept (per joint; "exact" = the value the whole segments give):
+
+- spikes: the median of 7 and the spike levels (`plausibility.spike_levels`) are computed
+  on each piece with the last samples of the previous piece of the segment in front (and
+  the last 3 samples held back until the next piece or the segment's end), so that every
+  sample sees the neighbours it has in the whole segment (exact, a spike on a piece
+  boundary is found once). The threshold needs the segment's range of the median-filtered
+  signal (running min/max: exact) and its MAD sigma: the median and MAD are taken over
+  the segment's samples up to `SUBSAMPLE_CAP` of them, beyond that over a regular
+  subsample (every 2^k-th sample: a statistical estimate). Samples whose level exceeds a
+  lower bound of the final threshold (5 % of the range so far) are kept as candidates and
+  counted against the final threshold at the segment's end; past `CANDIDATE_CAP`
+  candidates the bound is raised to half the MAD-sigma rule of the data so far, then the
+  weakest are let go (the count would then be a lower bound; real spikes are far fewer).
+  The 5 % rule uses the segment's sample count (exact).
+- effort peak of the median-filtered effort, position range, dead channel (ptp == 0 per
+  segment), first effort: running values (exact).
+- velocity against dq/dt: np.gradient on each piece with one sample of context either
+  side (exact up to round-off: numpy takes the uniform-spacing formula when a buffer's
+  time steps happen to be equal); the per-segment threshold (5 % of its max |dq/dt|) and
+  the ">= 10 samples" rule are applied at the segment's end (running max, top 10: exact);
+  the median is taken over the ratios of every sample up to `VELOCITY_CAP`, beyond that
+  over a regular subsample whose stride doubles whenever the kept set passes the cap.
+
+Memory: a few samples of context, at most `SUBSAMPLE_CAP` + `CANDIDATE_CAP` values per
+joint and signal of the open segment, at most `VELOCITY_CAP` ratios per joint; nothing
+grows with the recording.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.signal import medfilt
+
+from ..data.sync import SyncResult
+from .input_checks import lag_findings
+from .plausibility import (
+    MEDIAN_WINDOW,
+    SPIKE_SIGMAS,
+    SPIKE_RANGE,
+    Finding,
+    JointRecordingStats,
+    check_cad,
+    check_unidentified_motion,
+    count_spikes,
+    judge_gains,
+    judge_recordings,
+    spike_levels,
+    spike_threshold,
+    velocity_ratio_mask,
+)
+from .stream_gains import StreamedGains
+
+SUBSAMPLE_CAP = 1 << 16      # samples per segment, joint and signal for the median / MAD
+CANDIDATE_CAP = 20_000       # spike candidates per segment, joint and signal
+VELOCITY_CAP = 100_000       # velocity ratios per joint
+CONTEXT = 3                  # samples either side a sample's statistics need (median of 7)
+
+
+class _Signal:
+    """Spike statistics of one signal (all joints) of the open segment."""
+
+    def __init__(self, nj: int):
+        self.nj = nj
+        self.lo = np.full(nj, np.inf)                 # range of the median-filtered signal
+        self.hi = np.full(nj, -np.inf)
+        self.peak_smooth = np.zeros(nj)               # max |median of 7|
+        self.peak_raw = np.zeros(nj)                  # max |x|
+        self.sub: list[np.ndarray] = []               # d = x - median of 7, every `stride`-th sample
+        self.n_sub = 0
+        self.stride = 1
+        self.last_level = np.zeros(nj)
+        self.cand = [[] for _ in range(nj)]           # per joint: arrays (level, level before, |d|)
+        self.n_cand = np.zeros(nj, dtype=np.int64)
+
+    def add(self, x: np.ndarray, g0: int, a: int, b: int) -> None:
+        """`x` a buffer whose rows a..b-1 are the segment's samples g0.. to finalise; rows
+        outside are context (or the zero padding of the segment's ends, as medfilt pads)."""
+        if b <= a:
+            return
+        with warnings.catch_warnings():          # a short buffer is zero-padded, as medfilt pads a segment
+            warnings.simplefilter("ignore", UserWarning)
+            smooth = np.column_stack([medfilt(x[:, k], MEDIAN_WINDOW) for k in range(self.nj)])
+        d = x - smooth
+        lev = np.column_stack([spike_levels(x[:, k], d[:, k]) for k in range(self.nj)])[a:b]
+        sm, d, xs = smooth[a:b], d[a:b], x[a:b]
+        self.lo, self.hi = np.minimum(self.lo, sm.min(axis=0)), np.maximum(self.hi, sm.max(axis=0))
+        self.peak_smooth = np.maximum(self.peak_smooth, np.abs(sm).max(axis=0))
+        self.peak_raw = np.maximum(self.peak_raw, np.abs(xs).max(axis=0))
+        g = np.arange(g0, g0 + (b - a))
+        take = g % self.stride == 0
+        self.sub.append(d[take])
+        self.n_sub += int(take.sum())
+        while self.n_sub > SUBSAMPLE_CAP:
+            # the kept rows are samples 0, stride, 2 stride, ... in order: every other one stays
+            self.stride *= 2
+            self.sub = [np.concatenate(self.sub)[::2]]
+            self.n_sub = self.sub[0].shape[0]
+        before = np.vstack([self.last_level[None, :], lev[:-1]])
+        self.last_level = lev[-1].copy()
+        bound = SPIKE_RANGE * (self.hi - self.lo)        # <= the final threshold
+        for k in range(self.nj):
+            m = lev[:, k] > max(bound[k], 1e-12)
+            if m.any():
+                self.cand[k].append(np.column_stack([lev[m, k], before[m, k], np.abs(d[m, k])]))
+                self.n_cand[k] += int(m.sum())
+                if self.n_cand[k] > CANDIDATE_CAP:
+                    self._prune(k)
+
+    def _mad(self) -> tuple[np.ndarray, np.ndarray]:
+        d = np.concatenate(self.sub) if self.sub else np.zeros((0, self.nj))
+        if d.shape[0] == 0:
+            return np.zeros(self.nj), np.zeros(self.nj)
+        med = np.median(d, axis=0)
+        return med, np.median(np.abs(d - med), axis=0)
+
+    def _prune(self, k: int) -> None:
+        c = np.concatenate(self.cand[k])
+        _, mad = self._mad()
+        bound = max(SPIKE_RANGE * (self.hi[k] - self.lo[k]), 0.5 * SPIKE_SIGMAS * 1.4826 * mad[k])
+        c = c[c[:, 0] > bound]
+        if c.shape[0] > CANDIDATE_CAP:
+            c = c[np.argsort(c[:, 0])[-CANDIDATE_CAP:]]
+        self.cand[k] = [c]
+        self.n_cand[k] = c.shape[0]
+
+    def spikes(self, n: int) -> list[tuple[int, float]]:
+        """Per joint (count, largest excursion) of the ended segment of `n` samples."""
+        if n < 9:
+            return [(0, 0.0)] * self.nj
+        _, mad = self._mad()
+        out = []
+        for k in range(self.nj):
+            thr = spike_threshold(float(mad[k]), float(self.hi[k] - self.lo[k]))
+            c = np.concatenate(self.cand[k]) if self.cand[k] else np.zeros((0, 3))
+            out.append(count_spikes(c[:, 0], c[:, 1], c[:, 2], thr, n))
+        return out
+
+    def peak(self, n: int) -> np.ndarray:
+        return self.peak_smooth if n >= MEDIAN_WINDOW else self.peak_raw
+
+
+class _Segment:
+    """The open segment: context buffer and its statistics."""
+
+    def __init__(self, nj: int, velocity: bool):
+        self.n = 0                       # samples received
+        self.done = 0                    # samples finalised
+        self.buf = None                  # (t, q, e, qd) rows from sample `done - context` on
+        self.b0 = 0                      # segment index of the buffer's first row
+        self.effort, self.position = _Signal(nj), _Signal(nj)
+        self.q_lo, self.q_hi = np.full(nj, np.inf), np.full(nj, -np.inf)
+        self.e_lo, self.e_hi = np.full(nj, np.inf), np.full(nj, -np.inf)
+        self.first_effort = None
+        self.velocity = velocity
+        self.dq_max = np.zeros(nj)
+        self.top10 = np.zeros((10, nj))                 # the 10 largest |dq/dt| (0: none yet)
+        self.ratios = [[] for _ in range(nj)]           # per joint: arrays (sample id, |dq|, ratio)
+
+
+class StreamedRecordingChecks:
+    """`plausibility.check_recordings` piece by piece: `add(segment, piece)` with the
+    converted pieces (a segment's pieces in order), `end_segment(segment, kept)` when a
+    segment ends (kept: long enough to be one of the synchronised segments), `findings()`."""
+
+    def __init__(self, model, method: str = "physical", effort_label: str = "effort",
+                 velocity_cap: int = VELOCITY_CAP):
+        self.model, self.method, self.effort_label = model, method, effort_label
+        self.joints = tuple(model.joint_names)
+        nj = len(self.joints)
+        self.open: dict[int, _Segment] = {}
+        self.n_samples = 0
+        self.stats = [JointRecordingStats() for _ in range(nj)]
+        self.velocity_cap = int(velocity_cap)
+        self.stride = 1                                  # velocity ratios kept: sample id % stride == 0
+        self.kept_ratios = [[] for _ in range(nj)]       # per joint: arrays (sample id, ratio)
+        self._ids = 0                                    # sample ids for the velocity subsample
+        self.has_ratios = np.zeros(nj, dtype=bool)
+
+    # ---------------------------------------------------------------- input
+    def add(self, segment: int, piece) -> None:
+        rec = piece.reorder(self.joints)
+        if rec.n_samples == 0:
+            return
+        s = self.open.get(segment)
+        if s is None:
+            s = self.open[segment] = _Segment(len(self.joints), rec.qd is not None)
+            s.first_effort = rec.effort[0].astype(float)
+        s.velocity = s.velocity and rec.qd is not None
+        qd = rec.qd if rec.qd is not None else np.full_like(rec.q, np.nan)
+        rows = np.column_stack([np.asarray(rec.t, float), rec.q, rec.effort, qd])
+        s.buf = rows if s.buf is None else np.vstack([s.buf, rows])
+        s.n += rec.n_samples
+        self._advance(s, ended=False)
+
+    def end_segment(self, segment: int, kept: bool = True) -> None:
+        s = self.open.pop(segment, None)
+        if s is None:
+            return
+        if not kept:
+            return
+        self._advance(s, ended=True)
+        self._close(s)
+
+    # ------------------------------------------------------------- internals
+    def _advance(self, s: _Segment, ended: bool) -> None:
+        nj = len(self.joints)
+        buf = s.buf
+        a = s.done - s.b0
+        b = buf.shape[0] if ended else buf.shape[0] - CONTEXT
+        if b <= a:
+            return
+        t, q, e, qd = buf[:, 0], buf[:, 1:1 + nj], buf[:, 1 + nj:1 + 2 * nj], buf[:, 1 + 2 * nj:]
+        s.effort.add(e, s.done, a, b)
+        s.position.add(q, s.done, a, b)
+        qa, ea = q[a:b], e[a:b]
+        s.q_lo, s.q_hi = np.minimum(s.q_lo, qa.min(axis=0)), np.maximum(s.q_hi, qa.max(axis=0))
+        s.e_lo, s.e_hi = np.minimum(s.e_lo, ea.min(axis=0)), np.maximum(s.e_hi, ea.max(axis=0))
+        if s.velocity and buf.shape[0] >= 2:
+            dq = np.gradient(q, t, axis=0)[a:b]
+            self._velocity(s, np.abs(dq), qd[a:b] / np.where(dq == 0, np.nan, dq))
+        s.done += b - a
+        keep = max(0, b - CONTEXT)
+        s.buf, s.b0 = buf[keep:], s.b0 + keep
+
+    def _velocity(self, s: _Segment, adq: np.ndarray, ratio: np.ndarray) -> None:
+        ids = np.arange(self._ids, self._ids + adq.shape[0])
+        self._ids += adq.shape[0]
+        s.dq_max = np.maximum(s.dq_max, adq.max(axis=0))
+        s.top10 = -np.sort(-np.vstack([s.top10, adq]), axis=0)[:10]
+        floor = np.maximum(0.05 * s.dq_max, 1e-6)        # <= the segment's final threshold
+        take = ids % self.stride == 0
+        for k in range(len(self.joints)):
+            m = take & (adq[:, k] > floor[k])
+            if m.any():
+                s.ratios[k].append(np.column_stack([ids[m], adq[m, k], ratio[m, k]]))
+        self._bound()
+
+    def _close(self, s: _Segment) -> None:
+        """Fold an ended, kept segment into the totals."""
+        n = s.n
+        self.n_samples += n
+        sp_e, sp_q = s.effort.spikes(n), s.position.spikes(n)
+        peak = s.effort.peak(n)
+        for k, st in enumerate(self.stats):
+            st.spikes_effort += sp_e[k][0]
+            st.spike_effort = max(st.spike_effort, sp_e[k][1])
+            st.spikes_position += sp_q[k][0]
+            st.spike_position = max(st.spike_position, sp_q[k][1])
+            st.peak_effort = max(st.peak_effort, float(peak[k]))
+            st.q_min, st.q_max = min(st.q_min, float(s.q_lo[k])), max(st.q_max, float(s.q_hi[k]))
+            st.effort_constant = st.effort_constant and bool(s.e_hi[k] - s.e_lo[k] == 0)
+            if not np.isfinite(st.first_effort):
+                st.first_effort = float(s.first_effort[k])
+            if not s.velocity or n < 5:
+                continue
+            r = np.concatenate(s.ratios[k]) if s.ratios[k] else np.zeros((0, 3))
+            m = velocity_ratio_mask(r[:, 1], float(s.dq_max[k]))
+            enough = velocity_ratio_mask(s.top10[:, k], float(s.dq_max[k])).sum() >= 10
+            if enough:
+                self.has_ratios[k] = True
+                r = r[m & (r[:, 0] % self.stride == 0)]
+                # one array per joint, whatever the number of segments
+                self.kept_ratios[k] = [np.concatenate(self.kept_ratios[k] + [r[:, [0, 2]]])]
+        s.ratios = [[] for _ in self.joints]
+        self._bound()
+
+    def _bound(self) -> None:
+        """Halve every kept ratio set (stride x 2) while one passes the cap."""
+        def size(k):
+            return sum(a.shape[0] for a in self.kept_ratios[k]) + sum(
+                a.shape[0] for s in self.open.values() for a in s.ratios[k])
+        while max((size(k) for k in range(len(self.joints))), default=0) > self.velocity_cap:
+            self.stride *= 2
+            for k in range(len(self.joints)):
+                self.kept_ratios[k] = [a[a[:, 0] % self.stride == 0] for a in self.kept_ratios[k]]
+                for s in self.open.values():
+                    if s.ratios[k]:
+                        a = np.concatenate(s.ratios[k])
+                        s.ratios[k] = [a[a[:, 0] % self.stride == 0]]
+
+    def kept_ratio_count(self) -> int:
+        """The most velocity ratios kept for a joint (the memory the velocity check holds)."""
+        return max((sum(a.shape[0] for a in self.kept_ratios[k]) + sum(
+            a.shape[0] for s in self.open.values() for a in s.ratios[k])
+            for k in range(len(self.joints))), default=0)
+
+    # ---------------------------------------------------------------- output
+    def joint_stats(self) -> list[JointRecordingStats]:
+        """Per joint statistics (segments still open are closed as kept first)."""
+        for seg in list(self.open):
+            self.end_segment(seg, True)
+        for k, st in enumerate(self.stats):
+            if self.has_ratios[k]:
+                r = np.concatenate(self.kept_ratios[k])[:, 1]
+                st.velocity_ratio = float(np.median(r)) if r.size else None
+        return self.stats
+
+    def findings(self) -> list[Finding]:
+        stats = self.joint_stats()
+        if self.n_samples == 0:
+            return []
+        return judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label)
+
+
+class StreamedInputChecks:
+    """The observer `data.bag_processed.process_bag` feeds (``observer=``): recording
+    checks on the converted pieces, the gain check's accumulation on the processed samples."""
+
+    def __init__(self, model, method: str = "physical", effort_label: str = "effort",
+                 velocity_cap: int = VELOCITY_CAP):
+        self.model, self.method = model, method
+        self.recordings = StreamedRecordingChecks(model, method, effort_label, velocity_cap)
+        self.gains = StreamedGains(model)
+
+    def piece(self, segment: int, rec) -> None:
+        self.recordings.add(segment, rec)
+
+    def segment_end(self, segment: int, kept: bool) -> None:
+        self.recordings.end_segment(segment, kept)
+
+    def processed(self, data) -> None:
+        self.gains.add(data)
+
+    def findings(self, report, states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
+        return streamed_findings(self.model, self.method, report, self.recordings, self.gains, states_topic,
+                                 effort_topic)
+
+
+def streamed_findings(model, method: str, report, checks: StreamedRecordingChecks, gains: StreamedGains,
+                      states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
+    """What `input_checks.check_input` finds on the same recording, in the same order: the
+    CAD check, the recording checks, joints moving but not identified, the lag between
+    the topics, the gain check (joints with spikes skipped). `report`: the chunked
+    synchronisation's `SyncReport` (`ProcessedBag.report`)."""
+    findings: list[Finding] = check_cad(model, method)
+    findings += checks.findings()
+    findings += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
+    findings += lag_findings(SyncResult([], report), effort_topic)
+    spiky = {f.subject.split("'")[1] for f in findings if "spike" in f.text}
+    findings += judge_gains(gains.slopes(), skip=sorted(spiky))
+    return findings
+

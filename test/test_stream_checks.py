@@ -1,0 +1,436 @@
+"""The input plausibility checks on a recording read in chunks (estimation/stream_checks.py)
+against the in-memory `check_input`: same findings (severity, subject, text; numbers in
+the text within 1 % -- they are printed with 3 significant digits, and the lag is measured
+on the first stretch instead of the whole recording) on a simulated bag with each fault
+injected, with small chunks so that pieces really split; exact statistics on pieces
+split around spikes; the velocity subsample's memory bound."""
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rosbags")
+
+import robot_ident.data.bag as bagmod  # noqa: E402
+import robot_ident.data.bag_processed as bag_processed  # noqa: E402
+from robot_ident.cli import main  # noqa: E402
+from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
+from robot_ident.data.joint_stream import JointStream  # noqa: E402
+from robot_ident.data.signals import ProcessedData, Recording  # noqa: E402
+from robot_ident.estimation.input_checks import check_input  # noqa: E402
+from robot_ident.estimation.pipeline import identification_config, load_model  # noqa: E402
+from robot_ident.estimation.plausibility import check_recordings, gain_slopes, recording_stats  # noqa: E402
+from robot_ident.estimation.stream_checks import (  # noqa: E402
+    StreamedInputChecks,
+    StreamedRecordingChecks,
+    streamed_findings,
+)
+from robot_ident.estimation.stream_gains import StreamedGains  # noqa: E402
+from robot_ident.excitation import FourierTrajectory  # noqa: E402
+from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
+from robot_ident.io.config import load_config  # noqa: E402
+from robot_ident.model.robot import RobotModel  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "config" / "demo_arm.yaml"
+JS, DJS = "/joint_states", "/dynamic_joint_states"
+
+
+# ------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, demo_urdf):
+    """One simulated 10 s bag of the demo arm and its streams."""
+    d = tmp_path_factory.mktemp("stream_checks")
+    m = RobotModel(demo_urdf)
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
+    save_trajectory(d / "traj.yaml", TrajectoryFile(traj))
+    assert main(["simulate", "--urdf", str(demo_urdf), "--config", str(CONFIG), "--trajectory",
+                 str(d / "traj.yaml"), "--output", str(d / "bag"), "--quiet"]) == 0
+    streams = bagmod.read_streams(d / "bag", {JS: ("joint_state", None), DJS: ("dynamic_joint_state", "current")})
+    return {"dir": d, "bag": d / "bag", "streams": streams, "urdf": demo_urdf}
+
+
+def fields(stream, **changes):
+    """The stream with fields replaced by f(names, values) message by message."""
+    shared = len(stream.names) > 0 and isinstance(stream.names[0], str)
+    per_msg = [tuple(stream.names)] * len(stream) if shared else stream.names
+    new = dict(stream.fields)
+    for f, fn in changes.items():
+        rows = [np.asarray(fn(n, np.asarray(v, float))) for n, v in zip(per_msg, stream.fields[f])]
+        new[f] = np.vstack(rows) if shared else rows
+    return JointStream(stream.topic, stream.stamps, stream.names, new, stream.received)
+
+
+def on_joint(joint, fn):
+    def g(names, v):
+        v = v.copy()
+        if joint in names:
+            v[list(names).index(joint)] = fn(v[list(names).index(joint)])
+        return v
+    return g
+
+
+def spikes(field, size, fraction=0.005, seed=1):
+    def edit(s):
+        rng = np.random.default_rng(seed)
+        vals = [np.asarray(v, float).copy() for v in s.fields[field]]
+        for k in rng.choice(len(s), int(fraction * len(s)), replace=False):
+            vals[k][rng.integers(len(vals[k]))] += size
+        return JointStream(s.topic, s.stamps, s.names, dict(s.fields, **{field: vals}), s.received)
+    return edit
+
+
+def late(shift_s):
+    return lambda s: JointStream(s.topic, s.stamps + int(shift_s * 1e9), s.names, s.fields, s.received)
+
+
+def holes(*windows):
+    """The stream without its messages in the given windows (s from its first stamp): gaps,
+    hence several segments."""
+    def edit(s):
+        t = (s.stamps - s.stamps[0]) / 1e9
+        keep = np.ones(len(s), bool)
+        for a, b in windows:
+            keep &= ~((t >= a) & (t < b))
+        return s.select(np.flatnonzero(keep))
+    return edit
+
+
+def scale(joint, factor):
+    return lambda s: fields(s, current=(lambda n, v: v * factor) if joint is None else on_joint(joint,
+                                                                                                lambda x: x * factor))
+
+
+def chunker(streams):
+    """A stand-in for bag_stream.bag_chunks serving `streams` in bag (receive time) order."""
+    def chunks(path, topics, batch, progress=None):
+        names = list(topics)
+        rx = np.concatenate([streams[t].received for t in names])
+        which = np.concatenate([np.full(len(streams[t]), k) for k, t in enumerate(names)])
+        row = np.concatenate([np.arange(len(streams[t])) for t in names])
+        order = np.argsort(rx, kind="stable")
+        for a in range(0, order.size, batch):
+            sel = order[a:a + batch]
+            out = {}
+            for k, t in enumerate(names):
+                r = row[sel[which[sel] == k]]
+                if r.size:
+                    out[t] = streams[t].select(r)
+            yield out
+    return chunks
+
+
+def both_paths(world, monkeypatch, states=None, currents=None, method="wls", config=CONFIG):
+    """(check_input's findings, the streamed findings) of the fixture's streams, edited."""
+    s = copy.deepcopy(world["streams"])
+    if states:
+        s[JS] = states(s[JS])
+    if currents:
+        s[DJS] = currents(s[DJS])
+    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
+    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    cfg = load_config(config)
+    icfg = identification_config(dict(cfg.section("identification"), method=method))
+    model = load_model(world["urdf"], cfg, icfg)
+    sync = read_recordings_from_config(world["bag"], cfg)
+    ref = check_input(model, sync, icfg.settings, cfg.joint_states_topic, cfg.current_topic,
+                      cfg.effort_field).findings
+    obs = StreamedInputChecks(model, method, cfg.effort_field)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=1.0, observer=obs)
+    try:
+        assert pb.store.n_samples > 0 and len(obs.recordings.open) == 0
+        got = obs.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
+    finally:
+        pb.store.close()
+    return ref, got
+
+
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def assert_same(ref, got, rtol=0.01):
+    assert [(f.severity, f.subject) for f in got] == [(f.severity, f.subject) for f in ref], (ref, got)
+    for a, b in zip(ref, got):
+        if a.text == b.text:
+            continue
+        assert NUMBER.sub("#", a.text) == NUMBER.sub("#", b.text), (a.text, b.text)
+        for x, y in zip(NUMBER.findall(a.text), NUMBER.findall(b.text)):
+            assert float(y) == pytest.approx(float(x), rel=rtol, abs=0.02), (a.text, b.text)
+
+
+# --------------------------------------------------------------------- fault cases
+def degrees(s):
+    names = ("position", "velocity") if "velocity" in s.fields else ("position",)
+    return fields(s, **{f: (lambda n, v: np.degrees(v)) for f in names})
+
+
+CASES = [
+    # (id, states edit, currents edit, method, text expected in a finding)
+    ("torque-constant-1000x", None, scale(None, 1000.0), "wls", "URDF effort limit"),
+    ("one-gain-0.01x", None, scale("shoulder_lift", 0.01), "wls", "too small by about that factor"),
+    ("one-gain-100x", None, scale("shoulder_lift", 100.0), "wls", "URDF effort limit"),
+    ("one-direction-flipped", None, scale("elbow", -1.0), "wls", "runs against the CAD model's"),
+    ("positions-in-degrees", degrees, degrees, "wls", "degrees"),
+    ("velocity-sign-flipped", lambda s: fields(s, velocity=lambda n, v: -v), None, "wls", "opposite sign"),
+    ("velocity-in-degrees", lambda s: fields(s, velocity=lambda n, v: np.degrees(v)), None, "wls", "x dq/dt"),
+    ("dead-current-channel", None, lambda s: fields(s, current=on_joint("elbow", lambda x: 0.0)), "wls",
+     "constant"),
+    ("current-spikes", None, spikes("current", 1e4), "wls", "effort spike"),
+    ("current-spikes-robust", None, spikes("current", 1e4), "robust", "the robust estimator discounts them"),
+    ("position-spikes", spikes("position", 100.0), None, "wls", "position spike"),
+    ("lag-20ms", None, late(0.020), "wls", "late relative to the joint states"),
+    ("gaps-spikes-dead-channel", holes((1.0, 1.1), (2.0, 2.004), (2.01, 2.3), (6.0, 6.05)),
+     lambda s: fields(spikes("current", 1e4)(holes((7.0, 7.2))(s)), current=on_joint("elbow", lambda x: 0.0)),
+     "wls", "constant"),
+]
+
+
+def test_clean_bag_gives_the_in_memory_findings_and_no_error(world, monkeypatch):
+    ref, got = both_paths(world, monkeypatch)
+    assert got == ref           # exactly: same texts
+    # the simulator's truth is not the URDF's CAD values: the light wrists' gain check warns
+    # (on both paths), nothing else is said
+    assert not [f for f in got if f.severity == "error" or "gain" not in f.text and "CAD" not in f.text]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_streamed_findings_equal_check_input(world, monkeypatch, case):
+    _, st, cu, method, text = case
+    ref, got = both_paths(world, monkeypatch, st, cu, method)
+    assert any(text in f.text for f in ref), ref          # the fault is found ...
+    assert_same(ref, got)                                # ... and said alike by the streamed path
+
+
+def test_joint_moving_but_not_identified(world, monkeypatch, tmp_path):
+    cfg = tmp_path / "five.yaml"
+    text = CONFIG.read_text().replace("wrist_1, wrist_2, wrist_3]", "wrist_1, wrist_2]")
+    text = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("wrist_3:"))
+    cfg.write_text(text.replace(", wrist_3: 10.0}", "}"))
+    ref, got = both_paths(world, monkeypatch, config=cfg)
+    assert any("not in `joints:`" in f.text and "wrist_3" in f.subject for f in ref)
+    assert_same(ref, got)
+
+
+def test_real_bag_reader_gives_the_same_lag_and_findings(world):
+    """Through the real batch decoder (no stand-in): the DynamicJointState positions are
+    read, so the lag is measured on the chunked path as in memory."""
+    cfg = load_config(CONFIG)
+    icfg = identification_config(dict(cfg.section("identification"), method="wls"))
+    model = load_model(world["urdf"], cfg, icfg)
+    sync = read_recordings_from_config(world["bag"], cfg)
+    ref = check_input(model, sync, icfg.settings, JS, DJS, cfg.effort_field).findings
+    obs = StreamedInputChecks(model, "wls", cfg.effort_field)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=700, chunk_s=1.0, observer=obs)
+    pb.store.close()
+    assert pb.report.lag is not None and abs(pb.report.lag.lag_s) < 1e-4
+    assert obs.findings(pb.report, JS, DJS) == ref
+    assert streamed_findings(model, "wls", pb.report, obs.recordings, obs.gains, JS, DJS) == ref
+
+
+# ------------------------------------------------------------------- the pieces
+def _synthetic(n=6000, rate=500.0, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate
+    w = np.linspace(0.6, 1.7, 6)
+    q = 0.8 * np.sin(np.outer(t, w))
+    qd = 0.8 * w * np.cos(np.outer(t, w)) * 1.3          # a velocity 1.3 x dq/dt
+    e = 4 * np.sin(np.outer(t, 1.2 * w)) + 0.02 * rng.normal(size=q.shape)
+    return t, q, qd, e
+
+
+def test_spikes_on_piece_boundaries_are_found_once_with_the_whole_segments_statistics(model):
+    t, q, qd, e = _synthetic()
+    cuts = [0, 7, 600, 1203, 1204, 2500, 2503, 4000, 5997, 6000]
+    for k, at in enumerate([6, 599, 600, 601, 1202, 1203, 2501, 3999, 4000, 5996]):   # around the cuts
+        e[at, k % 6] += 50.0
+        q[at + 1, (k + 1) % 6] -= 3.0
+    e[2503:2505, 2] += 40.0               # one spike on two grid points, split by a cut: counted once
+    segs = [Recording(t[:3000], model.joint_names, q[:3000], e[:3000], qd=qd[:3000]),
+            Recording(t[3000:], model.joint_names, q[3000:], e[3000:], qd=qd[3000:])]
+    short = Recording(t[:6] + 100, model.joint_names, q[:6] * 9, e[:6] * 9, qd=qd[:6])
+    ref_stats, n = recording_stats(model, segs)
+    chk = StreamedRecordingChecks(model, "wls")
+    for seg, (a, b) in enumerate([(0, 3000), (3000, 6000)]):
+        for c0, c1 in zip(cuts[:-1], cuts[1:]):
+            lo, hi = max(c0, a), min(c1, b)
+            if hi > lo:
+                chk.add(seg, Recording(t[lo:hi], model.joint_names, q[lo:hi], e[lo:hi], qd=qd[lo:hi]))
+        chk.end_segment(seg, True)
+    chk.add(2, short)                       # a segment too short to be kept: not counted
+    chk.end_segment(2, False)
+    got = chk.joint_stats()
+    assert chk.n_samples == n == 6000
+    assert sum(s.spikes_effort for s in ref_stats) == 11 and sum(s.spikes_position for s in ref_stats) == 10
+    for a, b in zip(ref_stats, got):
+        assert a == b
+    assert chk.findings() == check_recordings(model, segs, "wls")
+
+
+def test_velocity_subsample_respects_its_cap(model):
+    t, q, qd, e = _synthetic(n=20000, rate=1000.0)
+    ref = recording_stats(model, [Recording(t, model.joint_names, q, e, qd=qd)])[0]
+    cap = 1000
+    chk = StreamedRecordingChecks(model, "wls", velocity_cap=cap)
+    most = 0
+    for a in range(0, t.size, 777):
+        sl = slice(a, a + 777)
+        chk.add(0, Recording(t[sl], model.joint_names, q[sl], e[sl], qd=qd[sl]))
+        most = max(most, chk.kept_ratio_count())
+    chk.end_segment(0, True)
+    most = max(most, chk.kept_ratio_count())
+    got = chk.joint_stats()
+    assert cap // 2 <= most <= cap and chk.stride >= 16
+    for a, b in zip(ref, got):
+        assert b.velocity_ratio == pytest.approx(a.velocity_ratio, rel=1e-3)
+        assert b.velocity_ratio == pytest.approx(1.3, rel=1e-2)
+
+
+def test_gain_slopes_from_blocks_equal_the_whole(model):
+    rng = np.random.default_rng(2)
+    N = 3000
+    t = np.arange(N) * 0.004
+    w = np.linspace(0.5, 1.6, model.n)
+    q = 0.8 * np.sin(np.outer(t, w))
+    qd = 0.8 * w * np.cos(np.outer(t, w))
+    qdd = -0.8 * w ** 2 * np.sin(np.outer(t, w))
+    q[:, 3], qd[:, 3], qdd[:, 3] = 0.2, 0.0, 0.0          # a joint at rest: columns rank deficient
+    gain = np.array([1.0, -1.0, 0.2, 1.0, 2.5, 0.9])
+    eff = model.efforts(q, qd, qdd) * gain + 0.3 * np.tanh(qd / 0.01) + 0.05 * rng.normal(size=q.shape)
+    data = ProcessedData(t, model.joint_names, q, qd, qdd, eff, eff)
+    ref = gain_slopes(model, data)
+    acc = StreamedGains(model)
+    for a in range(0, N, 401):
+        acc.add(data.subset(np.arange(a, min(a + 401, N))))
+    got = acc.slopes()
+    assert got.keys() == ref.keys()
+    for j in ref:
+        (a, r), (b, s) = ref[j], got[j]
+        if np.isfinite(a):
+            assert b == pytest.approx(a, rel=1e-9, abs=1e-12) and s == pytest.approx(r, rel=1e-9, abs=1e-12), j
+        else:
+            assert not np.isfinite(b) or abs(s) < 0.5, j
+    assert got["shoulder_lift"][0] == pytest.approx(-1.0, abs=0.05)
+    assert got["elbow"][0] == pytest.approx(0.2, abs=0.05)
+
+
+@pytest.mark.parametrize("offset_s", [0.020, -0.012])
+def test_lag_is_applied_alike_to_every_stretch(world, monkeypatch, offset_s):
+    """The chunked reader measures the lag once (first stretch) and shifts every stretch by
+    it, in steps of lag.SHIFT_RESOLUTION_S: the same processed samples as the whole recording."""
+    from robot_ident.data.signals import concatenate
+    from robot_ident.estimation.pipeline import process_segments
+    s = copy.deepcopy(world["streams"])
+    s[DJS] = late(offset_s)(s[DJS])
+    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
+    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    cfg = load_config(CONFIG)
+    settings = identification_config(cfg.section("identification")).settings
+    sync = read_recordings_from_config(world["bag"], cfg)
+    ref = concatenate(process_segments(sync, cfg.joints, settings)[0])
+    pb = bag_processed.process_bag(world["bag"], cfg, settings.filter, batch=500, chunk_s=1.0)
+    try:
+        got = pb.store.read(0, pb.store.n_samples)
+    finally:
+        pb.store.close()
+    assert pb.report.lag_corrected and sync.report.lag_corrected
+    assert pb.report.lag.lag_s == pytest.approx(offset_s, abs=5e-4)
+    assert np.array_equal(got.t, ref.t)
+    for f in ("q", "qd", "qdd", "effort"):
+        assert np.allclose(getattr(got, f), getattr(ref, f), rtol=0, atol=1e-10 * np.abs(getattr(ref, f)).max()), f
+
+
+def test_spike_statistics_stay_bounded_on_a_noisy_channel(model, monkeypatch):
+    """A noise-only effort channel: thousands of samples stand out by 5 % of its range, so the
+    spike candidates are pruned and the MAD subsample thinned (small caps here); the real
+    spikes are still counted as in memory."""
+    import robot_ident.estimation.stream_checks as sc
+    monkeypatch.setattr(sc, "SUBSAMPLE_CAP", 2048)
+    monkeypatch.setattr(sc, "CANDIDATE_CAP", 100)
+    t, q, qd, e = _synthetic(n=20000, rate=1000.0, seed=5)
+    e[:, 0] = np.random.default_rng(6).normal(size=t.size)
+    hits = [501, 3999, 4000 + 3, 9000, 12345, 17001, 19990]
+    e[hits, 0] += 60.0
+    ref = recording_stats(model, [Recording(t, model.joint_names, q, e, qd=qd)])[0][0]
+    chk = StreamedRecordingChecks(model, "wls")
+    most_cand = most_sub = 0
+    for a in range(0, t.size, 997):
+        sl = slice(a, a + 997)
+        chk.add(0, Recording(t[sl], model.joint_names, q[sl], e[sl], qd=qd[sl]))
+        sig = chk.open[0].effort
+        most_cand, most_sub = max(most_cand, int(sig.n_cand.max())), max(most_sub, sig.n_sub)
+    assert sig.stride >= 8 and most_sub <= 2048 and most_cand <= 100
+    chk.end_segment(0, True)
+    got = chk.joint_stats()[0]
+    assert ref.spikes_effort == got.spikes_effort == len(hits)
+    assert got.spike_effort == pytest.approx(ref.spike_effort, rel=1e-12)
+
+
+def _with_rest(s, rest_s, period_ns, seed):
+    """The stream preceded by `rest_s` of the first message's values plus 1e-5 noise (the arm
+    at rest: encoder noise only)."""
+    rng = np.random.default_rng(seed)
+    n = int(rest_s * 1e9 / period_ns)
+    names = s.names if isinstance(s.names[0], str) else [s.names[0]] * n + list(s.names)
+    new = {}
+    for f, v in s.fields.items():
+        v = np.vstack([np.asarray(x, float) for x in v]) if isinstance(v, list) else np.asarray(v, float)
+        new[f] = np.vstack([np.repeat(v[:1], n, axis=0) + 1e-5 * rng.normal(size=(n, v.shape[1])), v])
+    pre = s.stamps[0] + np.arange(n) * period_ns
+    return JointStream(s.topic, np.concatenate([pre, s.stamps + n * period_ns]), names, new,
+                       np.concatenate([pre + 200_000, s.received + n * period_ns]))
+
+
+def test_lag_is_not_taken_from_a_first_stretch_at_rest(world, monkeypatch):
+    """25 s at rest before the motion, 20 ms lag: the first stretch (20 s) sees only noise,
+    where any shift fits (it measured -19.5 ms, a confident wrong correction). It now grows
+    until the lag is determined and the result is the in-memory lag and findings; a rest
+    longer than LAG_PROBE_MAX_S leaves the lag uncorrected, with a note."""
+    import robot_ident.data.stream_sync as stream_sync
+    s = copy.deepcopy(world["streams"])
+    s[JS] = _with_rest(s[JS], 25.0, 2_000_000, 0)
+    s[DJS] = late(0.020)(_with_rest(s[DJS], 25.0, 1_000_000, 1))
+    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
+    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    cfg = load_config(CONFIG)
+    icfg = identification_config(dict(cfg.section("identification"), method="wls"))
+    model = load_model(world["urdf"], cfg, icfg)
+    sync = read_recordings_from_config(world["bag"], cfg)
+    ref = check_input(model, sync, icfg.settings, JS, DJS, cfg.effort_field).findings
+    obs = StreamedInputChecks(model, "wls", cfg.effort_field)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, observer=obs)
+    pb.store.close()
+    assert pb.report.lag_corrected and pb.report.lag.lag_s == pytest.approx(0.020, abs=2e-4)
+    assert any("late relative" in f.text for f in ref)
+    assert_same(ref, obs.findings(pb.report, JS, DJS))
+    monkeypatch.setattr(stream_sync, "LAG_PROBE_MAX_S", 12.0)
+    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=5.0)
+    pb.store.close()
+    assert not pb.report.lag_corrected and "the lag between the topics is not determined" in pb.summary
+
+
+@pytest.mark.parametrize("n", [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 40])
+def test_short_segments_in_tiny_pieces_give_the_whole_segments_statistics(model, n):
+    """Segment ends: fewer samples than the median window, the spike rule's 9, the velocity
+    check's 5 and 10; pieces of 1, 2, 3, 5 samples or the whole segment."""
+    import dataclasses
+    t, q, qd, e = _synthetic(n=400)
+    e[5, 1] += 30.0
+    q[206, 2] += 2.0
+    segs = [Recording(t[a:a + n], model.joint_names, q[a:a + n], e[a:a + n], qd=qd[a:a + n]) for a in (0, 200)]
+    ref = [dataclasses.asdict(s) for s in recording_stats(model, segs)[0]]
+    for step in (1, 2, 3, 5, 100):
+        chk = StreamedRecordingChecks(model)
+        for k, sg in enumerate(segs):
+            for a in range(0, n, step):
+                sl = slice(a, a + step)
+                chk.add(k, Recording(sg.t[sl], model.joint_names, sg.q[sl], sg.effort[sl], qd=sg.qd[sl]))
+            chk.end_segment(k, True)
+        for x, y in zip(ref, (dataclasses.asdict(s) for s in chk.joint_stats())):
+            for key in x:
+                assert y[key] == pytest.approx(x[key], rel=1e-12, abs=0) if x[key] is not None else y[key] is None, \
+                    (n, step, key)
