@@ -338,7 +338,8 @@ def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
     ref = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "mem", method="wls", plots=False,
                        streaming=False)
     assert rel([p["value"] for p in doc["base_parameters"]], ref.result.values) < 1e-9
-    assert "not run on a streamed recording" in doc["input_checks"]["warnings"][0]   # said in the result too
+    # the same input checks and model-quality lines as the in-memory path, in result.yaml too
+    assert doc["input_checks"]["warnings"] == ref.warnings
     streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False,
                             streaming=True)
     # both: HAC from the residual time series (streamed: re-read from the processed store)
@@ -371,3 +372,30 @@ def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
     assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
     assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--cutoff", "auto", *common]) == 2
     assert main(["identify", *bag, "--output", str(tmp_path / "y"), "--stream", "--in-memory", *common]) == 2
+
+
+def test_default_streamed_identify_refuses_implausible_input(sim_bag, demo_urdf, tmp_path, capsys):
+    """The default (streamed) `identify` runs the input checks before identifying: a
+    flipped motor direction in the config is refused naming the joint, nothing is written;
+    --force identifies and keeps the warning in result.yaml, the same lines as in memory."""
+    import yaml
+
+    from robot_ident.cli import main
+    doc = yaml.safe_load(CONFIG.read_text())
+    doc["robot_ident"]["ros__parameters"]["actuators"]["shoulder_lift"]["direction"] = -1
+    bad = tmp_path / "flipped.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    argv = ["identify", "--bag", str(sim_bag / "bag"), "--urdf", str(demo_urdf), "--config", str(bad),
+            "--method", "wls", "--no-plots", "--quiet"]
+    capsys.readouterr()
+    assert main(argv + ["--output", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "implausible input: joint 'shoulder_lift'" in err and "flipped direction" in err
+    assert not (tmp_path / "r").exists()
+    assert main(argv + ["--output", str(tmp_path / "f"), "--force"]) == 0
+    res = yaml.safe_load((tmp_path / "f" / "result.yaml").read_text())
+    assert res["source"]["read"] == "streaming" and res["input_checks"]["forced"] is True
+    assert main(argv + ["--output", str(tmp_path / "m"), "--force", "--in-memory"]) == 0
+    mem = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
+    assert res["input_checks"]["warnings"] == mem["input_checks"]["warnings"]
+    assert any("shoulder_lift" in w and "flipped direction" in w for w in res["input_checks"]["warnings"])

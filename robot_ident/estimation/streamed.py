@@ -11,7 +11,7 @@ with the numbers and what to do instead.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,27 +42,42 @@ class StreamedOutcome:
     output: Path | None
     sync_summary: str
     identified_urdf: Path | None = None
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
 
 
 def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
                       plots: bool = True, source: dict | None = None, force: bool = False,
-                      warnings: list | None = None) -> StreamedOutcome:
+                      warnings: list | None = None, warn=None) -> StreamedOutcome:
     """Identify a bag with the parsed config `cfg` (io.config), identification config
     `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
     `output` unless None. Used by ``robot-ident identify`` and the identification node.
+    The input plausibility checks (estimation/stream_checks.py, the same findings as in
+    memory) run while the bag is read; their ``warning:`` lines and the model-quality
+    ones go to `warn` and follow `warnings` (lines given by the caller) in result.yaml;
+    an implausible input is refused (`plausibility.PlausibilityError`) unless `force`.
     Runs with one BLAS thread: its factorisations are many small ones (see util.blas),
     10-100x faster so on a busy machine."""
     with single_threaded_blas():
         return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
-                                  plots, source, force, warnings)
+                                  plots, source, force, list(warnings or []), warn or (lambda _line: None))
 
 
-def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings):
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings, warn):
+    from .conditioning import quality_warnings
+    from .plausibility import enforce
+    from .stream_checks import StreamedInputChecks
+
     settings = icfg.settings
     thr, guard = settings.moving_threshold, settings.guard_s
+    checks = StreamedInputChecks(model, settings.method, cfg.effort_field)
     with progress.stage("read bag"):
-        pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"))
+        pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"), observer=checks)
     try:
+        findings = checks.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
+        for line in (f.line() for f in findings):
+            warn(line)
+            warnings.append(line)
+        enforce(findings, force)
         store = pb.store
         N = store.n_samples
         cut = int(round((1.0 - icfg.holdout) * N)) if icfg.holdout > 0 else N
@@ -105,20 +120,24 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
             if cut < N:
                 with progress.stage("validate"):
                     validation = validate_result(result, model, store.read(cut, N), settings)
+        if result.quality is not None:
+            for line in quality_warnings(result.quality):
+                warn(line)
+                warnings.append(line)
         summary = pb.summary
     finally:
         pb.store.close()
     if output is None:
-        return StreamedOutcome(model, result, validation, None, summary)
+        return StreamedOutcome(model, result, validation, None, summary, warnings=warnings)
     out = Path(output)
     with progress.stage("write"):
         src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                "synchronisation": summary, "read": "streaming"}
         src.update(source or {})
-        extra = {"source": src, "input_checks": {"warnings": list(warnings or []), "forced": bool(force)}}
+        extra = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
         urdf = write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots,
                                    force=force)
-    return StreamedOutcome(model, result, validation, out, summary, urdf)
+    return StreamedOutcome(model, result, validation, out, summary, urdf, warnings)
 
 
 

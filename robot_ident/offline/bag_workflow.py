@@ -154,10 +154,11 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
                  progress: Progress | None = None, plots: bool = True, force: bool = False,
                  warn=_stderr, streaming: bool = False, cutoff_hz: float | None = None) -> IdentifyOutcome:
     """Bag -> result folder. `streaming`: bounded memory, chunk by chunk
-    (estimation/streamed.py), same parameters, but without the input checks below (a
-    warning says so); a recording it does not handle (a looped bag) is read at once. Plausibility checks and the inter-topic lag
-    (estimation/input_checks.py) run before identifying: their ``warning:`` lines go to
-    `warn`; an implausible input is refused unless `force`. A model the data do not
+    (estimation/streamed.py), same parameters and checks; a recording it does not handle
+    (a looped bag) is read at once. Plausibility checks and the inter-topic lag
+    (estimation/input_checks.py, or estimation/stream_checks.py on the stream) run before
+    identifying: their ``warning:`` lines go to `warn`; an implausible input is refused
+    unless `force`. A model the data do not
     determine is marked in result.yaml and identified.urdf."""
     from ..data.bag import read_recordings_from_config
     from ..data.stream_sync import NeedsWholeRecording
@@ -182,13 +183,10 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
     if streaming:
-        line = ("warning: streamed identification: the input plausibility checks (units, gains, directions, "
-                "spikes, clock, lag) are not run on a streamed recording; run without --stream to check it")
-        warn(line)
         try:
             o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, force=force,
-                                  warnings=[line])
-            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary, [line])
+                                  warn=warn)
+            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary, o.warnings)
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     with progress.stage("read bag"):

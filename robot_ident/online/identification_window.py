@@ -355,7 +355,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
                       progress=None, stream_above_messages: int = STREAM_ABOVE_MESSAGES) -> StreamOutcome:
     """Identify a closed window: from its in-memory streams or its bag read back at once
     (`identify_streams`, with the input checks), or, above `stream_above_messages`, from its
-    bag in streaming mode (bounded memory, no input checks: a warning says so). `progress`: a `util.progress.Progress`
+    bag in streaming mode (bounded memory, the same input checks; the cutoff is not chosen from
+    the data: a warning says so). `progress`: a `util.progress.Progress`
     (e.g. `recording_bag.StatusProgress` for the status topic)."""
     if rec.bag is None:
         return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
@@ -382,8 +383,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
     unchecked = (f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
-                 "streamed, in bounded memory: the input plausibility checks were not run on it, and the filter "
-                 f"cutoff is {icfg.settings.filter.cutoff_hz:g} Hz (not chosen from the data)")
+                 "streamed, in bounded memory: the filter cutoff is "
+                 f"{icfg.settings.filter.cutoff_hz:g} Hz (not chosen from the data)")
     try:
         o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src,
                               warnings=[unchecked])
@@ -399,7 +400,7 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
         from ..io.results import identified_urdf_xml
         urdf_text = identified_urdf_xml(model, o.result)
     return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text,
-                         [unchecked])
+                         o.warnings)
 
 
 def _window_topics(cfg) -> dict:
