@@ -74,10 +74,13 @@ def _fast_base(monkeypatch):
 
 
 def cli(*args):
-    """Run the command line; (exit code, stdout, stderr)."""
+    """Run the command line; (exit code, stdout, stderr). The faults are injected where the
+    whole recording is read (`with_streams`), so identify and validate read at once
+    (--in-memory); test_stream_checks.py shows the streamed path finds the same."""
     out, err = io.StringIO(), io.StringIO()
+    mode = ["--in-memory"] if args[0] in ("identify", "validate") and "--payload" not in args else []
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args] + (["--quiet"] if args[0] != "report" else []))
+        code = main([str(a) for a in args] + mode + (["--quiet"] if args[0] != "report" else []))
     return code, out.getvalue(), err.getvalue()
 
 
@@ -487,6 +490,26 @@ def test_validate_on_another_robots_bag_is_an_error(world, monkeypatch, tmp_path
     code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "v.yaml")
     line = one_error_line(err)
     assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
+
+
+def test_streamed_validate_on_another_robots_efforts_is_an_error(world, tmp_path):
+    """The default (streamed) validate compares the bag's efforts with the result's
+    prediction while reading: torque constants 2.5 x too large are refused, nothing written."""
+    doc = yaml.safe_load(Path(CONFIG).read_text())
+    for act in doc["robot_ident"]["ros__parameters"]["actuators"].values():
+        act["torque_constant"] *= 2.5
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["validate", "--bag", str(world["bag"]), "--result", str(world["clean"]), "--config", str(cfg),
+                     "--output", str(tmp_path / "v.yaml"), "--quiet"])
+    line = one_error_line(err.getvalue())
+    assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["validate", "--bag", str(world["bag"]), "--result", str(world["clean"]),
+                     "--output", str(tmp_path / "ok.yaml"), "--quiet"]) == 0
+    assert yaml.safe_load((tmp_path / "ok.yaml").read_text())["read"] == "streaming"
 
 
 def test_validate_with_another_robots_urdf_is_an_error(world, tmp_path, panda_urdf):

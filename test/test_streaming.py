@@ -305,7 +305,7 @@ def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_p
     from robot_ident.offline.bag_workflow import identify_bag, read_processed, validate_bag
     out = tmp_path / "res"
     identify_bag(sim_bag / "bag", demo_urdf, CONFIG, out, method="wls", plots=False)
-    whole = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True)).report
+    whole = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=False).report
     got = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=True, warn=lambda _: None).report
     assert (out / "validation_samples.npz").is_file()                  # the report's samples, decimated
     assert np.allclose(got.rms, whole.rms, rtol=1e-9)

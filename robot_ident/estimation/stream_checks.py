@@ -319,10 +319,10 @@ class StreamedInputChecks:
     checks on the converted pieces, the gain check's accumulation on the processed samples."""
 
     def __init__(self, model, method: str = "physical", effort_label: str = "effort",
-                 velocity_cap: int = VELOCITY_CAP):
+                 velocity_cap: int = VELOCITY_CAP, predict=None):
         self.model, self.method = model, method
         self.recordings = StreamedRecordingChecks(model, method, effort_label, velocity_cap)
-        self.gains = StreamedGains(model)
+        self.gains = StreamedGains(model, predict)      # predict: the efforts the gains compare with
 
     def piece(self, segment: int, rec) -> None:
         self.recordings.add(segment, rec)

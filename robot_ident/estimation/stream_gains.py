@@ -22,8 +22,9 @@ class StreamedGains:
     """`add(ProcessedData)` block by block, then `slopes()` = `plausibility.gain_slopes`
     of all the blocks concatenated (to round-off)."""
 
-    def __init__(self, model):
+    def __init__(self, model, predict=None):
         self.model = model
+        self.predict = predict       # data -> (N, n) efforts to compare with (default: the CAD model's)
         self.joints = tuple(model.joint_names)
         self.R: list[np.ndarray] | None = [np.zeros((0, 6)) for _ in self.joints]
         self.n_rows = 0
@@ -35,7 +36,7 @@ class StreamedGains:
             idx = [list(data.joint_names).index(j) for j in self.joints]
             data = type(data)(data.t, self.joints, *(getattr(data, f)[:, idx]
                                                     for f in ("q", "qd", "qdd", "effort", "effort_raw")))
-        cols = gain_columns(self.model, data)
+        cols = gain_columns(self.model, data, None if self.predict is None else self.predict(data))
         if cols is None:                       # no model to predict the efforts: no gain check
             self.R = None
             return

@@ -153,25 +153,41 @@ class _BaseValues:
 
 def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
                       noise_std=None, progress: Progress | None = None,
-                      samples_folder=None) -> tuple[ValidationReport, int]:
+                      samples_folder=None, judge=None) -> tuple[ValidationReport, int, list]:
     """Validation of base parameter `values` on a whole bag in bounded memory (the
-    ``validate`` command): (report, processed samples). With `samples_folder`, a decimated
-    copy of the samples (at most 3000) goes to its validation_samples.npz for the report."""
+    ``validate`` command): (report, processed samples, findings). The recording checks run
+    while reading (spikes only warn, as for the robust method) with the joints moving
+    outside the model, and `judge` (joint -> (slope, partial correlation) of the bag's
+    efforts on the values' prediction -> findings: e.g. another robot's bag) before the
+    RMS; an error finding is refused (`plausibility.PlausibilityError`). With
+    `samples_folder`, a decimated copy of the samples (at most 3000) goes to its
+    validation_samples.npz for the report."""
+    from .plausibility import check_unidentified_motion, enforce
+    from .stream_checks import StreamedInputChecks
+
     progress = progress or Progress(quiet=True)
+    values_model = _BaseValues(base, values)
+    checks = StreamedInputChecks(model, "robust", cfg.effort_field,
+                                 predict=lambda d: values_model.predict(model, d.q, d.qd, d.qdd))
     with single_threaded_blas():
         with progress.stage("read bag"):
-            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"))
+            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"), observer=checks)
         try:
+            findings = checks.recordings.findings()
+            findings += check_unidentified_motion(model, pb.report.other_joints, cfg.joint_states_topic)
+            if judge is not None:
+                findings += judge(checks.gains.slopes())
+            enforce(findings)
             N = pb.store.n_samples
             with progress.stage("validate"):
-                report = validate_store(_BaseValues(base, values), model, pb.store, 0, N, threshold, guard_s,
+                report = validate_store(values_model, model, pb.store, 0, N, threshold, guard_s,
                                         plot_points=16,
                                         noise_std=noise_std, progress=progress.counter("samples"))
             if samples_folder is not None and N > 0:
                 _write_decimated_samples(samples_folder, pb.store, N, model, base, values, threshold, guard_s)
         finally:
             pb.store.close()
-    return report, N
+    return report, N, findings
 
 
 def _write_decimated_samples(folder, store, N, model, base, values, threshold, guard_s,

@@ -251,12 +251,14 @@ def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
 
 
 def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
-                 output=None, streaming: bool = False, warn=_stderr) -> ValidateOutcome:
+                 output=None, streaming: bool | None = None, warn=_stderr) -> ValidateOutcome:
     """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
     other joints, a URDF of another layout, or a bag whose efforts do not follow the
     result's prediction (another robot) is a one-line error. Writes `output` (default
-    DIR/validation.yaml), checked before any work. `streaming` (a serial arm's bag): bounded
-    memory, without the input checks and the other-robot check (a warning says so)."""
+    DIR/validation.yaml), checked before any work. `streaming`: None (default) reads a
+    serial arm's rosbag2 in bounded memory, chunk by chunk, and anything else at once; True
+    insists on streaming, False reads at once. Both run the same checks (spikes only warn)
+    and write their ``warning:`` lines to `warn` and validation.yaml."""
     from ..estimation.plausibility import enforce, gain_slopes
     from ..io.config import load_config
     from ..io.staging import OutputError, check_writable_path
@@ -297,21 +299,28 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
-    if streaming:
-        if hasattr(model, "closures") or hasattr(model, "springs") or Path(bag).suffix.lower() in (".csv", ".npz"):
-            raise ConfigError("validate --stream takes a rosbag2 recording of a serial arm")
+    streamable = not (hasattr(model, "closures") or hasattr(model, "springs")
+                      or Path(bag).suffix.lower() in (".csv", ".npz"))
+    if streaming and not streamable:
+        raise ConfigError("validate --stream takes a rosbag2 recording of a serial arm")
+    sigma = np.array([raw[j] for j in model.joint_names])
+    if streaming is not False and streamable:
+        from ..data.stream_sync import NeedsWholeRecording
         from ..estimation.streamed import validate_streamed
-        line = ("warning: streamed validation: the input checks and the other-robot check are not run on a "
-                "streamed recording; run without --stream to check it")
-        warn(line)
-        sigma = np.array([raw[j] for j in model.joint_names])
-        report, n = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma, progress,
-                                      samples_folder=out.parent)
-        doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
-               "dead_band": {"velocity": thr, "reversal_guard_s": guard},
-               "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
-               "warnings": [line], "joints": report.as_dict()}
-        return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
+        try:
+            report, n, findings = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard,
+                                                    sigma, progress, samples_folder=out.parent,
+                                                    judge=lambda slopes: _other_robot(slopes, rdir))
+        except NeedsWholeRecording as exc:
+            progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
+        else:
+            doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
+                   "dead_band": {"velocity": thr, "reversal_guard_s": guard},
+                   "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
+                   "read": "streaming", "warnings": [f.line() for f in findings], "joints": report.as_dict()}
+            for line in doc["warnings"]:
+                warn(line)
+            return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
     with progress.stage("read bag"):
         sync = read_sync(bag, cfg)
     from ..estimation.plausibility import check_recordings, check_unidentified_motion
@@ -325,14 +334,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     data = concatenate(parts)
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        from ..estimation.plausibility import Finding
-        for j, (a, r) in gain_slopes(model, data, pred=pred).items():
-            if abs(r) >= 0.5 and not 0.67 <= a <= 1.5:
-                findings.append(Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result "
-                                                                 f"{rdir} predicts: a bag or result of another robot, "
-                                                                 "or another torque constant / direction"))
+        findings += _other_robot(gain_slopes(model, data, pred=pred), rdir)
         enforce(findings)
-        sigma = np.array([raw[j] for j in model.joint_names])
         moving = dead_band_rows(model, data, thr, guard)
         report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
                             noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
@@ -343,8 +346,19 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
            "warnings": [f.line() for f in findings],
            "joints": report.as_dict()}
+    for line in doc["warnings"]:
+        warn(line)
     written = atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False))
     return ValidateOutcome(report, sigma, written)
+
+
+def _other_robot(slopes: dict, rdir) -> list:
+    """Joints whose bag efforts do not follow the result's prediction (joint -> (slope,
+    partial correlation)): the bag or the result of another robot."""
+    from ..estimation.plausibility import Finding
+    return [Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result {rdir} predicts: a bag "
+                                             "or result of another robot, or another torque constant / direction")
+            for j, (a, r) in slopes.items() if abs(r) >= 0.5 and not 0.67 <= a <= 1.5]
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
