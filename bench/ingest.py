@@ -108,6 +108,8 @@ CONFIG_TEMPLATE = """robot_ident:
     current_interface: current
     actuators:
 {actuators}
+    identification:
+      filter: {{cutoff_hz: 20.0}}     # set: a cutoff chosen from the data reads the recording at once
 """
 
 

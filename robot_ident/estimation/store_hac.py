@@ -63,7 +63,7 @@ class StoreRowSource:
     (same dead band as `compressed.accumulate`)."""
 
     def __init__(self, store, lo: int, hi: int, model, base, threshold: float, guard_s: float,
-                 chunk: int = CHUNK_SAMPLES, max_lag: int = MAX_LAG):
+                 chunk: int = CHUNK_SAMPLES // 2, max_lag: int = MAX_LAG):
         self.store, self.lo, self.hi = store, int(lo), int(hi)
         self.model, self.base = model, base
         self.threshold, self.guard_s = float(threshold), float(guard_s)
@@ -122,7 +122,7 @@ class StoreRowSource:
         return cov, info
 
     @staticmethod
-    def _omega(f, n_samples: int, p: int, L: int, block: int = 20_000) -> np.ndarray:
+    def _omega(f, n_samples: int, p: int, L: int, block: int = 5_000) -> np.ndarray:
         """Bartlett-weighted sum of lagged score products over the scores file."""
         omega = np.zeros((p, p))
         tail = np.zeros((0, p))

@@ -62,9 +62,9 @@ from .plausibility import (
 )
 from .stream_gains import StreamedGains
 
-SUBSAMPLE_CAP = 1 << 16      # samples per segment, joint and signal for the median / MAD
-CANDIDATE_CAP = 20_000       # spike candidates per segment, joint and signal
-VELOCITY_CAP = 100_000       # velocity ratios per joint
+SUBSAMPLE_CAP = 1 << 14      # samples per segment, joint and signal for the median / MAD
+CANDIDATE_CAP = 5_000       # spike candidates per segment, joint and signal
+VELOCITY_CAP = 20_000       # velocity ratios per joint
 CONTEXT = 3                  # samples either side a sample's statistics need (median of 7)
 
 
