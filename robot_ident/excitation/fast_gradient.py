@@ -19,6 +19,9 @@ derivative of the regressor would be faster again but is a second dynamics
 implementation to keep right; the finite differences in q and qd have the same ~1e-6
 relative error as before (h = 1e-6), those in qdd are exact (Y is affine in qdd).
 
+`eigen_log_gradients` gives the derivatives of single eigenvalues of W^T W for the
+minimax (epigraph) form of log cond (minimax.py).
+
 Used by `RegressorEvaluator.objective_with_state_gradient` when its fast Pinocchio path
 applies (plain serial 1-DOF joints, no extra columns, identity transmission).
 """
@@ -138,3 +141,50 @@ def _actuator_effort_jacobian(model, qd, theta_a):
     out[:, j, j] = diag_v
     out[:, n + j, j] = diag_a
     return out
+
+
+def eigen_log_gradients(ev, q, qd, qdd, idx):
+    """Eigenvalues lam (ascending) of W^T W and d log lam_i / d(q, qd, qdd) as (N, 3n, m)
+    for the eigenvalue indices ``idx`` (None if W is numerically rank deficient).
+
+    lam_i = ||W v_i||^2, so d log lam_i = (2 / lam_i) (W v_i)^T dW v_i: a rank-one G per
+    eigenvalue, contracted here as (perturbed regressors @ v_i) . (W v_i) per sample,
+    the same adjoint order as `objective_with_state_gradient`. Distinct eigenvalues are
+    assumed (a repeated eigenvalue has no derivative; SLSQP only sees one-sided slopes).
+    Works for every model: the general dY path of `state_jacobians` where the fast
+    Pinocchio path does not apply."""
+    q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (q, qd, qdd))
+    N, n = q.shape
+    idx = np.asarray(idx)
+    w = ev.weights
+    fast = applies(ev)
+    if fast:
+        k = 3 * n + 1
+        ni = ev.model.layout.n_inertial
+        Yi = ev.inertial_stack(*perturbed_states(q, qd, qdd, ev.h)).reshape(N, k, n, ni)
+        act = ev.model.actuator_regressor(qd, qdd)
+        Y0 = np.concatenate([Yi[:, 0], act], axis=2)
+    else:
+        Y0, dY = ev.state_jacobians(q, qd, qdd)
+    W = (Y0[:, :, ev.cols] * w[None, :, None]).reshape(N * n, -1)
+    lam, V = np.linalg.eigh(W.T @ W)
+    if not lam[0] > lam[-1] * 1e-14:
+        return lam, None
+    Vi = V[:, idx]                                              # (p, m)
+    Uw = (W @ Vi).reshape(N, n, -1) * w[None, :, None] * (2.0 / lam[idx])
+    n_std = Y0.shape[2]
+    Vs = np.zeros((n_std, len(idx)))
+    Vs[ev.cols] = Vi
+    if not fast:
+        P = dY @ Vs                                              # (N, 3n, n, m)
+        return lam, np.einsum("sznm,snm->szm", P, Uw)
+    S = np.einsum("sknm,snm->skm", Yi @ Vs[:ni], Uw)           # (N, k, m)
+    gz = S[:, 1:] - S[:, :1]
+    gz[:, :2 * n] /= ev.h
+    ms = len(ev.model.layout.actuator_symbols)
+    Va = Vs[ni:].reshape(n, ms, -1)                             # joint, symbol, m
+    for si, (dv, da) in enumerate(_actuator_derivs(ev.model, qd)):
+        own = Va[None, :, si, :] * Uw                           # row j, joint j's column
+        gz[:, n:2 * n] += dv[:, :, None] * own
+        gz[:, 2 * n:] += da[:, :, None] * own
+    return lam, gz

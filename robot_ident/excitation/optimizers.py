@@ -89,9 +89,20 @@ class _PhaseOver(Exception):
 class MultiStartSLSQP(Optimizer):
     name = "slsqp"
 
-    def __init__(self, maxiter: int = 200, ftol: float = 1e-7, feas_tol: float = 1e-6, smooth: float = 16.0,
-                 polish_fraction: float = 0.2, polish_factor: int = 4, screen: int = 20):
-        self.maxiter, self.ftol, self.feas_tol = int(maxiter), float(ftol), float(feas_tol)
+    def __init__(self, maxiter: int | None = None, ftol: float | None = None, feas_tol: float = 1e-6,
+                 smooth: float = 16.0, polish_fraction: float = 0.2, polish_factor: int = 4, screen: int = 20,
+                 form: str = "minimax", grid_factor: int = 2, kt: int = 10, kb: int = 10, stall: int = 100):
+        if form not in ("minimax", "surrogate"):
+            raise TrajectoryError(f"slsqp form must be minimax or surrogate, got {form!r}")
+        self.form = form
+        self.grid_factor, self.kt, self.kb, self.stall = int(grid_factor), int(kt), int(kb), int(stall)
+        # maxiter / ftol: per descent; unset, 200 / 1e-7 for the surrogate descents (also the
+        # collision refinement's) and 3000 / 1e-9 for the minimax ones (which also stop on stall).
+        self.maxiter = 200 if maxiter is None else int(maxiter)
+        self.ftol = 1e-7 if ftol is None else float(ftol)
+        self.minimax_maxiter = 3000 if maxiter is None else int(maxiter)
+        self.minimax_ftol = 1e-9 if ftol is None else float(ftol)
+        self.feas_tol = float(feas_tol)
         self.smooth = float(smooth)
         self.polish_fraction, self.polish_factor = float(polish_fraction), int(polish_factor)
         self.screen = max(1, int(screen))
@@ -121,6 +132,9 @@ class MultiStartSLSQP(Optimizer):
                      options={"maxiter": self.maxiter, "ftol": self.ftol})
 
     def run(self, problem, budget, seed=0):
+        if self.form == "minimax" and problem.criterion == "cond":
+            from .minimax import run_minimax
+            return run_minimax(self, problem, budget, seed)
         rng = np.random.default_rng(seed)
         problem.start(budget)
         tr = _Tracker(problem)
