@@ -158,8 +158,9 @@ def run_minimax(opt, problem, budget, seed):
         extra.append({"fun": problem.collision.values, "jac": problem.collision.jacobian})
     problem.smooth = 0.0
     n0 = len(problem.t_opt)
-    problem.set_samples(n0 * max(1, int(opt.grid_factor)))
-    starts = 0
+    n_fine = n0 * max(1, int(opt.grid_factor))
+    problem.set_samples(n_fine)
+    starts, first = 0, None
     try:
         while not problem.exhausted():
             cands = [problem.random_start(rng) for _ in range(opt.screen)]
@@ -170,6 +171,7 @@ def run_minimax(opt, problem, budget, seed):
             x0 = cands[k]
             starts += 1
             if problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0:
+                first = x0 if first is None else first
                 tr.offer(fs0[k], x0)
             run = {"f": np.inf, "x": None}
 
@@ -180,9 +182,20 @@ def run_minimax(opt, problem, budget, seed):
                         tr.history.append((problem.n_evals, problem.elapsed, float(f)))
 
             try:
+                if opt.coarse_samples:
+                    # Stage A on a coarse grid (cheap evaluations), its best point then
+                    # descended again on the fine grid.
+                    problem.set_samples(opt.coarse_samples)
+                    minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
+                                    opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
+                    problem.set_samples(n_fine)
+                    if run["x"] is not None:
+                        x0 = run["x"]
+                        run.update(f=np.inf, x=None)
                 minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
                                 opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
             finally:
+                problem.set_samples(n_fine)
                 if run["x"] is not None:
                     xr = problem.repair(run["x"])
                     if problem.collision_excess(xr) > 0:
@@ -192,6 +205,8 @@ def run_minimax(opt, problem, budget, seed):
         pass
     finally:
         problem.set_samples(n0)
-    if tr.best_x is not None:
+    if tr.best_x is not None:          # both reported on the problem's own grid
         tr.best_f = opt._value_free(problem, tr.best_x)
+    if first is not None:
+        tr.initial_f = opt._value_free(problem, first)
     return tr.result(opt.name, {"starts": starts, "form": "minimax", "grid": n0 * max(1, int(opt.grid_factor))})
