@@ -10,7 +10,7 @@ from robot_ident.excitation.optimizers import make_optimizer
 from robot_ident.excitation.parameterisation import FourierParameters
 from robot_ident.excitation.problem import Budget, ExcitationProblem
 from robot_ident.model.base import BaseParameters
-from robot_ident.model.robot import RobotModel
+from robot_ident.model.robot import FrictionOptions, RobotModel
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1")
 ACC = {"shoulder_pan": 8.0, "shoulder_lift": 8.0, "elbow": 10.0, "wrist_1": 12.0}
@@ -71,10 +71,15 @@ def test_adjoint_gradient_matches_central_differences_in_the_states(setup):
     assert lin == pytest.approx(fd, rel=1e-4)
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_eigenvalue_gradients_match_central_differences(setup, fast):
+@pytest.mark.parametrize("fast,rigid", [(True, False), (False, False), (True, True)])
+def test_eigenvalue_gradients_match_central_differences(setup, demo_urdf, fast, rigid):
     """d log lam_i / dx for the extreme eigenvalues, on the fast (adjoint) path and on the
-    general dY path, against central differences of numpy's eigenvalues."""
+    general dY path, against central differences of numpy's eigenvalues; also for a model
+    with rigid-body parameters only (no actuator columns)."""
+    if rigid:
+        model = RobotModel(demo_urdf, JOINTS, friction=FrictionOptions(armature=False, coulomb=False,
+                                                                       viscous=False, offset=False))
+        setup = (model, BaseParameters.from_model(model), setup[2])
     pr = _problem(setup, "cond")
     ev = pr.evaluator
     if not fast:
@@ -138,3 +143,15 @@ def test_logdet_keeps_the_smooth_descent(setup):
     pr = _problem(setup, "logdet")
     res = make_optimizer("slsqp", maxiter=30).run(pr, Budget(max_evals=1500), seed=0)
     assert "form" not in res.info and res.f < res.initial_f
+
+
+def test_adjoint_gradient_without_actuator_columns(demo_urdf, setup):
+    model = RobotModel(demo_urdf, JOINTS, friction=FrictionOptions(armature=False, coulomb=False,
+                                                                   viscous=False, offset=False))
+    pr = _problem((model, BaseParameters.from_model(model), setup[2]), "cond")
+    q, qd, qdd = _states(pr, 7)
+    fa, ga, ta, dta = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0)
+    fr, gr, tr_, dtr = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0,
+                                                                  adjoint=False)
+    np.testing.assert_allclose(ga, gr, rtol=0, atol=1e-6 * np.abs(gr).max())
+    np.testing.assert_allclose(dta, dtr, rtol=0, atol=1e-6 * np.abs(dtr).max())

@@ -80,7 +80,8 @@ def objective_with_state_gradient(ev, q, qd, qdd, criterion: str, theta=None, sm
     gz = S[:, 1:] - S[:, :1]
     gz[:, :2 * n] /= h
     # Actuator columns, exact: the joint's own row only.
-    gz[:, n:] += _actuator_adjoint(model, qd, Gf[:, :, ni:])
+    if na:
+        gz[:, n:] += _actuator_adjoint(model, qd, Gf[:, :, ni:])
     if theta is None:
         return f, gz, None, None
     theta = np.asarray(theta, dtype=float)
@@ -89,7 +90,8 @@ def objective_with_state_gradient(ev, q, qd, qdd, criterion: str, theta=None, sm
     dtau = T[:, 1:] - T[:, :1]
     dtau[:, :2 * n] /= h
     # d/dqd_j and d/dqdd_j of the actuator efforts (row j only): theta of the joint's terms
-    dtau[:, n:] += _actuator_effort_jacobian(model, qd, theta[ni:])
+    if na:
+        dtau[:, n:] += _actuator_effort_jacobian(model, qd, theta[ni:])
     return f, gz, tau, dtau
 
 
@@ -182,6 +184,8 @@ def eigen_log_gradients(ev, q, qd, qdd, idx):
     gz = S[:, 1:] - S[:, :1]
     gz[:, :2 * n] /= ev.h
     ms = len(ev.model.layout.actuator_symbols)
+    if ms == 0:                                                 # rigid-body parameters only
+        return lam, gz
     Va = Vs[ni:].reshape(n, ms, -1)                             # joint, symbol, m
     for si, (dv, da) in enumerate(_actuator_derivs(ev.model, qd)):
         own = Va[None, :, si, :] * Uw                           # row j, joint j's column
