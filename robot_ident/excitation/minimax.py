@@ -194,6 +194,17 @@ def run_minimax(opt, problem, budget, seed):
                         run.update(f=np.inf, x=None)
                 minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
                                 opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
+                if opt.finish_smooth and run["x"] is not None:
+                    from .optimizers import _PhaseOver
+                    cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
+                    cons += [{"type": "ineq", **c} for c in extra]
+                    problem.smooth = opt.finish_smooth
+                    try:
+                        opt._local(problem, run["x"], cons, problem.exhausted, on_point)
+                    except _PhaseOver:
+                        pass
+                    finally:
+                        problem.smooth = 0.0
             finally:
                 problem.set_samples(n_fine)
                 if run["x"] is not None:
