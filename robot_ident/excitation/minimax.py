@@ -14,13 +14,14 @@ whose curvature grows with p), the descent works on
 whose constraints are smooth wherever the eigenvalues are distinct; SLSQP's active
 set then handles the crossing eigenvalues (the standard SQP treatment of eigenvalue
 minimax problems). Constraining kt, kb > 1 ranked eigenvalues gives the QP a view of
-the ones about to become extreme. Measured on the Panda (69 base parameters): a
-descent reaches a lower cond in a third of the time of the surrogate descent.
+the ones about to become extreme. Measured on the Panda (69 base parameters, 50
+samples, same start): this descent reached cond 31.4 (on its grid) after 4.7 s CPU; the
+surrogate descent (p = 64) was at 33.9 then and first got below 31.5 after 19.7 s.
 
 Evaluations are lazy: SLSQP's line search asks for constraint values only (one
 regressor per sample, charged 1 evaluation), the Jacobian only at accepted iterates
-(3n + 1 regressors per sample via `fast_gradient.eigen_log_gradients`); about two
-thirds of the points SLSQP evaluates are line-search points.
+(3n + 1 regressors per sample via `fast_gradient.eigen_log_gradients`); on the Panda
+SLSQP asked for 353 values and 98 Jacobians in one profiled run.
 """
 from __future__ import annotations
 
