@@ -155,3 +155,22 @@ def test_adjoint_gradient_without_actuator_columns(demo_urdf, setup):
                                                                   adjoint=False)
     np.testing.assert_allclose(ga, gr, rtol=0, atol=1e-6 * np.abs(gr).max())
     np.testing.assert_allclose(dta, dtr, rtol=0, atol=1e-6 * np.abs(dtr).max())
+
+
+@pytest.mark.parametrize("form", ["auto", "minimax"])
+def test_effort_constraints_pick_the_descent_and_are_kept(setup, form):
+    """auto: effort (like collision) constraints keep the surrogate descent; a forced
+    minimax descent keeps the nominal efforts inside their bound too."""
+    model, base, limits = setup
+    pr0 = _problem(setup, "cond")
+    x0 = pr0.random_start(np.random.default_rng(8))
+    tau0 = np.abs(model.efforts(*pr0.states(x0))).max(0)
+    eff = LimitSpec(JOINTS, limits.lower, limits.upper, limits.velocity, limits.acceleration,
+                    effort=3.0 * tau0, margins=limits.margins)
+    pr = ExcitationProblem(model, base, FourierParameters(JOINTS, 0.2 * np.pi, 2), eff, "cond", n_samples=30,
+                           n_constraint=60)
+    assert pr.effort_bound is not None
+    res = make_optimizer("slsqp", form=form, maxiter=20).run(pr, Budget(max_evals=800), seed=0)
+    assert res.info.get("form") == ("minimax" if form == "minimax" else None)
+    assert pr.effort_excess(res.x) == 0 and pr.kinematic_excess(res.x) <= 1e-9
+    assert res.f < res.initial_f
