@@ -140,8 +140,9 @@ class MultiStartSLSQP(Optimizer):
 
     def run(self, problem, budget, seed=0):
         # auto: minimax for cond without nonlinear constraints. With collision constraints it
-        # was worse than the surrogate descent (bench/excitation.py ur5 / panda-col, 60 / 30 s:
-        # cond 47.1 vs 34.2 and 34.7 vs 32.7); effort-limited designs were not measured.
+        # was not better in one seed each (bench/excitation.py ur5 / panda-col, 60 / 30 s: cond
+        # 47.1 vs 34.2 and 34.7 vs 32.7), and single seeds vary from 34 to 53 there; effort-
+        # limited designs were not measured: both keep the surrogate descent until measured.
         plain = problem.collision is None and problem.effort_bound is None
         if problem.criterion == "cond" and (self.form == "minimax" or (self.form == "auto" and plain)):
             from .minimax import run_minimax
