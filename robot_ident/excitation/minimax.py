@@ -143,8 +143,10 @@ def run_minimax(opt, problem, budget, seed):
     the best of ``opt.screen`` random feasible points) descended by `minimax_descent` on a
     grid ``opt.grid_factor`` times the problem's samples (the finer grid leaves the
     optimiser less room to place the weak directions between samples, which the dense
-    1000-sample cond would see), until the budget is spent. The returned objective is
-    log cond on the problem's own grid."""
+    1000-sample cond would see), each finished by a short descent of the smooth surrogate
+    (``opt.finish_smooth``, p = 16: it moved some small problems off the point where the
+    minimax descent stalled), until the budget is spent. The returned objective and
+    start value are log cond on the problem's own grid."""
     from .optimizers import BudgetExhausted, _Tracker
 
     rng = np.random.default_rng(seed)
@@ -183,16 +185,6 @@ def run_minimax(opt, problem, budget, seed):
                         tr.history.append((problem.n_evals, problem.elapsed, float(f)))
 
             try:
-                if opt.coarse_samples:
-                    # Stage A on a coarse grid (cheap evaluations), its best point then
-                    # descended again on the fine grid.
-                    problem.set_samples(opt.coarse_samples)
-                    minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
-                                    opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
-                    problem.set_samples(n_fine)
-                    if run["x"] is not None:
-                        x0 = run["x"]
-                        run.update(f=np.inf, x=None)
                 minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
                                 opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
                 if opt.finish_smooth and run["x"] is not None:
@@ -207,7 +199,6 @@ def run_minimax(opt, problem, budget, seed):
                     finally:
                         problem.smooth = 0.0
             finally:
-                problem.set_samples(n_fine)
                 if run["x"] is not None:
                     xr = problem.repair(run["x"])
                     if problem.collision_excess(xr) > 0:

@@ -96,11 +96,10 @@ class MultiStartSLSQP(Optimizer):
     def __init__(self, maxiter: int | None = None, ftol: float | None = None, feas_tol: float = 1e-6,
                  smooth: float = 16.0, polish_fraction: float = 0.2, polish_factor: int = 4, screen: int = 20,
                  form: str = "auto", grid_factor: int = 2, kt: int = 10, kb: int = 10, stall: int = 30,
-                 coarse_samples: int = 0, finish_smooth: float = 16.0):
+                 finish_smooth: float = 16.0):
         if form not in ("auto", "minimax", "surrogate"):
             raise TrajectoryError(f"slsqp form must be auto, minimax or surrogate, got {form!r}")
         self.form = form
-        self.coarse_samples = int(coarse_samples)
         self.finish_smooth = float(finish_smooth)
         self.grid_factor, self.kt, self.kb, self.stall = int(grid_factor), int(kt), int(kb), int(stall)
         # maxiter / ftol: per descent; unset, 200 / 1e-7 for the surrogate descents (also the
