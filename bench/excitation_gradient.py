@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from excitation import PANDA, panda_urdf  # noqa: E402
+
 from robot_ident.excitation.constraints import LimitSpec, Margins  # noqa: E402
 from robot_ident.excitation.fast_gradient import eigen_log_gradients  # noqa: E402
 from robot_ident.excitation.parameterisation import FourierParameters  # noqa: E402
@@ -73,9 +74,9 @@ def main(argv=None) -> int:
     for smooth, label in ((16.0, "surrogate p=16"), (0.0, "log cond")):
         ref = ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth, adjoint=False)[1]
         adj = ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth)[1]
-        t_ref = cpu_ms(lambda: ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth,
+        t_ref = cpu_ms(lambda smooth=smooth: ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth,
                                                                 adjoint=False), r)
-        t_adj = cpu_ms(lambda: ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth), r)
+        t_adj = cpu_ms(lambda smooth=smooth: ev.objective_with_state_gradient(q, qd, qdd, "cond", None, smooth), r)
         diff = np.abs(adj - ref).max() / np.abs(ref).max()
         print(f"  gradient {label:<15} reference dY   {t_ref:8.2f}   adjoint {t_adj:8.2f}   "
               f"(x{t_ref / t_adj:.1f}, max rel. diff {diff:.1e})")

@@ -57,7 +57,7 @@ def test_adjoint_gradient_matches_central_differences_in_the_states(setup):
     pr = _problem(setup, "cond")
     ev = pr.evaluator
     q, qd, qdd = _states(pr, 2)
-    f, gz, _, _ = ev.objective_with_state_gradient(q, qd, qdd, "cond", None, 16.0)
+    _, gz, _, _ = ev.objective_with_state_gradient(q, qd, qdd, "cond", None, 16.0)
     rng = np.random.default_rng(3)
     d = rng.normal(size=(3,) + q.shape) * 1e-5
 
@@ -88,7 +88,7 @@ def test_eigenvalue_gradients_match_central_differences(setup, demo_urdf, fast, 
     x = pr.random_start(np.random.default_rng(4))
     p = len(pr.base.independent)
     idx = np.r_[np.arange(p - 3, p), np.arange(3)]
-    lam, gz = eigen_log_gradients(ev, *pr.states(x), idx)
+    _, gz = eigen_log_gradients(ev, *pr.states(x), idx)
     gx = np.einsum("szm,szk->mk", gz, pr._Bz)
 
     def loglam(xx):
@@ -150,8 +150,8 @@ def test_adjoint_gradient_without_actuator_columns(demo_urdf, setup):
                                                                    viscous=False, offset=False))
     pr = _problem((model, BaseParameters.from_model(model), setup[2]), "cond")
     q, qd, qdd = _states(pr, 7)
-    fa, ga, ta, dta = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0)
-    fr, gr, tr_, dtr = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0,
+    _, ga, _, dta = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0)
+    _, gr, _, dtr = pr.evaluator.objective_with_state_gradient(q, qd, qdd, "cond", model.nominal, 16.0,
                                                                   adjoint=False)
     np.testing.assert_allclose(ga, gr, rtol=0, atol=1e-6 * np.abs(gr).max())
     np.testing.assert_allclose(dta, dtr, rtol=0, atol=1e-6 * np.abs(dtr).max())

@@ -89,7 +89,7 @@ def minimax_descent(problem, x0, extra_cons, stop, on_point, kt: int = 10, kb: i
             raise StopDescent()
         problem._spend(3 * problem.n + 1)
         q, qd, qdd = problem.states(x)
-        lam, gz = eigen_log_gradients(ev, q, qd, qdd, idx)
+        _, gz = eigen_log_gradients(ev, q, qd, qdd, idx)
         gv = None if gz is None else np.einsum("szm,szk->mk", gz, problem._Bz) * span
         cache.update(gk=key, gv=gv)
         return gv
