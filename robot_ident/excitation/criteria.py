@@ -113,19 +113,31 @@ class RegressorEvaluator:
         """Same as ``model.regressor`` (stacked standard regressor, sample-major)."""
         if self._perm is None:
             return self.model.regressor(q, qd, qdd)
-        import pinocchio as pin
         q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (q, qd, qdd))
         N, n = q.shape
-        perm, pm, pd = self._perm, self.model.model, self._pdata
         ni = self.model.layout.n_inertial
         Y = np.empty((N, n, self.model.layout.size))
-        qp, vp, ap = (np.empty((N, n)) for _ in range(3))
-        qp[:, perm], vp[:, perm], ap[:, perm] = q, qd, qdd
-        reg = pin.computeJointTorqueRegressor
-        for s in range(N):
-            Y[s, :, :ni] = reg(pm, pd, qp[s], vp[s], ap[s])[perm]
+        Y[:, :, :ni] = self.inertial_stack(q, qd, qdd)
         Y[:, :, ni:] = self.model.actuator_regressor(qd, qdd)
         return Y.reshape(N * n, -1)
+
+    def inertial_stack(self, q, qd, qdd) -> np.ndarray:
+        """(N, n, n_inertial) Pinocchio joint torque regressors (fast path only): one
+        call per sample with as little Python around it as possible."""
+        import pinocchio as pin
+        N, n = q.shape
+        perm, pm, pd = self._perm, self.model.model, self._pdata
+        ident = bool((perm == np.arange(n)).all())
+        if ident:
+            qp, vp, ap = (np.ascontiguousarray(a, dtype=float) for a in (q, qd, qdd))
+        else:
+            qp, vp, ap = (np.empty((N, n)) for _ in range(3))
+            qp[:, perm], vp[:, perm], ap[:, perm] = q, qd, qdd
+        out = np.empty((N, n, self.model.layout.n_inertial))
+        reg = pin.computeJointTorqueRegressor
+        for s, (a, b, c) in enumerate(zip(qp, vp, ap)):
+            out[s] = reg(pm, pd, a, b, c)
+        return out if ident else out[:, perm]
 
     def standard(self, q, qd, qdd) -> np.ndarray:
         """(N, n, n_std) standard regressor per sample."""
@@ -174,9 +186,14 @@ class RegressorEvaluator:
                 dY[:, n:2 * n, :, col] = g[:, k, None, None] * np.outer(M[k], M[k])[None]
         return Y, dY
 
-    def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None, smooth: float = 0.0):
+    def objective_with_state_gradient(self, q, qd, qdd, criterion: str, theta=None, smooth: float = 0.0,
+                                      adjoint: bool = True):
         """f, df/d(q, qd, qdd) as (N, 3n), and if theta is given the efforts Y theta (N, n)
-        with their state Jacobian (N, 3n, n)."""
+        with their state Jacobian (N, 3n, n). ``adjoint``: use fast_gradient.py where it
+        applies (False: the general dY path, kept as the reference)."""
+        from . import fast_gradient
+        if adjoint and fast_gradient.applies(self):
+            return fast_gradient.objective_with_state_gradient(self, q, qd, qdd, criterion, theta, smooth)
         Y, dY = self.state_jacobians(q, qd, qdd)
         N = Y.shape[0]
         w = self.weights[None, :, None]

@@ -52,6 +52,7 @@ class DesignSpec:
     joint_weights: tuple | None = None
     max_time: float | None = 30.0
     max_evals: int | None = None
+    cpu_time: bool = False                    # max_time in CPU seconds of this process, not wall seconds
     seed: int = 0
     n_samples: int = 100                      # optimisation samples over the trajectory
     n_constraint: int = 100                   # constraint-grid points (both ends included)
@@ -161,7 +162,7 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
         # With collisions, 15 % of a wall-time budget is kept for the dense check and the
         # refinement rounds (collision/design.py), so the whole design fits the budget.
         t_opt = spec.max_time if spec.max_time is None or not use_collision else 0.85 * spec.max_time
-        res = opt.run(problem, Budget(spec.max_evals, t_opt), seed=spec.seed)
+        res = opt.run(problem, Budget(spec.max_evals, t_opt, spec.cpu_time), seed=spec.seed)
     x = res.x
     start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
     if start is None and spec.family != "fourier":

@@ -38,7 +38,8 @@ class BudgetExhausted(Exception):
 @dataclass(frozen=True)
 class Budget:
     max_evals: int | None = None
-    max_time: float | None = None      # wall seconds
+    max_time: float | None = None      # wall seconds (CPU seconds of this process if cpu)
+    cpu: bool = False                  # count max_time in CPU time (a shared machine's fair clock)
 
     def __post_init__(self):
         if self.max_evals is None and self.max_time is None:
@@ -72,7 +73,8 @@ class ExcitationProblem:
         self.smooth = 0.0        # > 0: value_and_grad uses the smooth p-norm surrogate of log cond
         self.n_evals = 0
         self._budget: Budget | None = None
-        self._t0 = time.perf_counter()
+        self._clock = time.perf_counter
+        self._t0 = self._clock()
         self._cache_x = None
         self._cache = None
         self._cache_smooth = None
@@ -81,7 +83,8 @@ class ExcitationProblem:
     def start(self, budget: Budget):
         self._budget = budget
         self.n_evals = 0
-        self._t0 = time.perf_counter()
+        self._clock = time.process_time if budget.cpu else time.perf_counter
+        self._t0 = self._clock()
 
     def used_fraction(self) -> float:
         """Share of the budget spent so far (the larger of evaluations and time)."""
@@ -111,7 +114,7 @@ class ExcitationProblem:
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self._t0
+        return self._clock() - self._t0
 
     def exhausted(self) -> bool:
         b = self._budget
