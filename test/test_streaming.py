@@ -399,3 +399,22 @@ def test_default_streamed_identify_refuses_implausible_input(sim_bag, demo_urdf,
     mem = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
     assert res["input_checks"]["warnings"] == mem["input_checks"]["warnings"]
     assert any("shoulder_lift" in w and "flipped direction" in w for w in res["input_checks"]["warnings"])
+
+
+def test_what_reads_at_once_and_what_validate_filters_with(sim_bag, demo_urdf, tmp_path):
+    """Row-based methods and tables are not streamed by default (they would need every row or
+    are no rosbag2); an explicit --cutoff is recorded for validate; --holdout-block alone is
+    refused on any path."""
+    import yaml
+
+    from robot_ident.cli import main
+    common = ["--urdf", str(demo_urdf), "--config", str(CONFIG), "--no-plots", "--quiet"]
+    bag = ["--bag", str(sim_bag / "bag")]
+    assert main(["identify", *bag, "--output", str(tmp_path / "r"), "--method", "robust", *common]) == 0
+    assert yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())["source"].get("read") is None
+    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--method", "robust", "--stream", *common]) == 2
+    assert main(["identify", *bag, "--output", str(tmp_path / "c"), "--method", "wls", "--cutoff", "15",
+                 *common]) == 0
+    src = yaml.safe_load((tmp_path / "c" / "result.yaml").read_text())["source"]
+    assert src["read"] == "streaming" and src["filter_cutoff_hz"] == 15.0
+    assert main(["identify", *bag, "--output", str(tmp_path / "b"), "--holdout-block", "2", *common]) == 2

@@ -171,6 +171,6 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
     with np.errstate(divide="ignore"):
         rel = np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf)
     ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
-    nrms, scale, refs = nrms_of(rms, model.limits.effort, hi_e - lo_e)
+    nrms, scale, refs = nrms_of(rms, model.limits.effort, np.where(cnt > 0, hi_e - lo_e, 0.0))
     return ValidationReport(tuple(model.joint_names), rms, rel, ratio, mx, cnt.astype(int), threshold,
                             np.concatenate(ts), np.vstack(meas), np.vstack(pred_s), nrms, scale, refs)

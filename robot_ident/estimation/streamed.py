@@ -111,7 +111,7 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
                 raise IdentificationError(
                     f"method {settings.method!r} needs every regressor row in memory: {cut} samples x "
                     f"{model.n} joints = {cut * model.n} rows exceed the limit of {MAX_ROWS_IN_MEMORY}; use "
-                    "ols, wls or physical (compressed, any length), or lower "
+                    "ols, wls or physical (compressed, any length), or read at once (--in-memory), or lower "
                     "identification.filter.target_rate_hz, or identify a shorter recording")
             ident_data = store.read(0, cut)
             with progress.stage("identify"):
@@ -132,7 +132,8 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
     out = Path(output)
     with progress.stage("write"):
         src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-               "synchronisation": summary, "read": "streaming"}
+               "synchronisation": summary, "read": "streaming",
+               "filter_cutoff_hz": float(settings.filter.cutoff_hz)}   # validate filters alike
         src.update(source or {})
         extra = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
         urdf = write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots,

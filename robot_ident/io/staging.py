@@ -54,6 +54,8 @@ def folder_kind(path: Path) -> str | None:
             return None
     if (path / "result.yaml").is_file():          # result folders written before the marker existed
         return "result"
+    if (path / "payload.yaml").is_file():         # payload folders written before the marker existed
+        return "payload"
     return None
 
 

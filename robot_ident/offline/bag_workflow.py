@@ -216,7 +216,7 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     out = Path(output)
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary},
+                            "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz)},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
         from ..mechanisms.closed_chain.config import closures_source
         extra["source"].update(closures_source(model, cfg, config_path))
@@ -274,7 +274,9 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     urdf = urdf or rdir / "model.urdf"
     config_path = config_path or rdir / "config.yaml"
     cfg = load_config(config_path)
-    icfg = identification_config(cfg.section("identification"))
+    from ..estimation.auto_cutoff import strip_auto_cutoff
+    # a config whose cutoff was 'auto': the result's source says which cutoff was chosen (below)
+    icfg = identification_config(strip_auto_cutoff(cfg.section("identification"))[0])
     if set(cfg.joints) != set(joints):
         missing = [j for j in joints if j not in cfg.joints]
         extra = [j for j in cfg.joints if j not in joints]
@@ -324,7 +326,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     with progress.stage("read bag"):
         sync = read_sync(bag, cfg)
     from ..estimation.plausibility import check_recordings, check_unidentified_motion
-    findings = check_recordings(model, sync.segments, "robust")        # spikes only warn here
+    findings = check_recordings(model, sync.segments, "robust", cfg.effort_field)   # spikes only warn here
     findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
     with progress.stage("process"):
         try:

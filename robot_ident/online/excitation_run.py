@@ -257,7 +257,9 @@ class ExcitationRun:
         ns = int(round(stop * 1e9))
         z = [0.0] * len(self.joint_names)
         return {"joint_names": list(self.joint_names),
-                "points": [{"positions": target.tolist(), "velocities": z, "accelerations": list(z),
+                # no accelerations: the joint_trajectory_controller then interpolates a cubic, whose
+                # deceleration from qd to rest over `stop` is uniform (a quintic would peak at 1.5x)
+                "points": [{"positions": target.tolist(), "velocities": z,
                             "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
 
     def _send(self, now: float, phase: Phase, traj) -> list:

@@ -378,16 +378,17 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     if method:
         section["method"] = method
     # a streamed window cannot cross-validate the cutoff: 'auto' or none falls back to the default
-    section, _ = strip_auto_cutoff(section)
+    section, auto = strip_auto_cutoff(section)
     icfg = identification_config(section)
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
-    unchecked = (f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
+    unchecked = [f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
                  "streamed, in bounded memory: the filter cutoff is "
-                 f"{icfg.settings.filter.cutoff_hz:g} Hz (not chosen from the data)")
+                 f"{icfg.settings.filter.cutoff_hz:g} Hz (the default: a streamed window cannot choose it from "
+                 "the data)"] if auto else []
     try:
         o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src,
-                              warnings=[unchecked])
+                              warnings=unchecked)
     except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
         from ..data.bag import read_streams
         streams = read_streams(rec.bag, _window_topics(cfg))

@@ -49,8 +49,9 @@ def add_parser(sub):
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--stream", action="store_true",
-                   help="require the bounded-memory path (the default whenever it applies: one --bag of a "
-                        "serial arm, hold-out by --holdout, a set cutoff); an error when it does not apply")
+                   help="require the bounded-memory path (the default whenever it applies: one rosbag2 --bag "
+                        "of a serial arm, hold-out by --holdout, a set cutoff, method ols, wls or physical); an "
+                        "error when it does not apply (a bag played in a loop is still read at once)")
     p.add_argument("--in-memory", action="store_true",
                    help="read the whole recording into memory even when it could be streamed")
     p.add_argument("--no-plots", action="store_true")
@@ -95,11 +96,24 @@ def _why_not_streamed(args) -> str:
     data, or a closed chain / spring balancer model."""
     if len(args.bag) != 1 or args.table or args.validate_bag:
         return "it takes exactly one --bag (no --table or --validate-bag)"
+    from ...data.table import TABLE_SUFFIXES
+    from pathlib import Path
+    if Path(args.bag[0]).suffix.lower() in TABLE_SUFFIXES:
+        return "it reads a rosbag2 recording, not a table"
     if args.holdout_window is not None or args.holdout_every is not None:
         return "it holds out the recording's tail (--holdout), not --holdout-window or --holdout-every"
+    from ...estimation.streamed import COMPRESSED_METHODS
     from ...io.config import load_config
     cfg = load_config(args.config)
-    filt = (cfg.section("identification") or {}).get("filter") or {}
+    section = cfg.section("identification") or {}
+    method = args.method or section.get("method", "wls")
+    if method not in COMPRESSED_METHODS:
+        return (f"method {method!r} needs every regressor row (streaming keeps a compressed problem for "
+                f"{', '.join(COMPRESSED_METHODS)})")
+    filt = section.get("filter") or {}
+    from collections.abc import Mapping
+    if not isinstance(filt, Mapping):
+        raise ConfigError(f"{args.config}: identification.filter must be a mapping, got {filt!r}")
     if args.cutoff == "auto" or (args.cutoff is None and filt.get("cutoff_hz", "auto") == "auto"):
         return "the filter cutoff is to be chosen from the data (set identification.filter.cutoff_hz or --cutoff)"
     if cfg.parameters.get("closures") or cfg.section("springs"):
@@ -126,6 +140,7 @@ def run(args) -> int:
     cutoff = _cutoff(args.cutoff)
     if args.stream and args.in_memory:
         raise ConfigError("choose one of --stream and --in-memory")
+    holdout = _holdout(args)          # checks the hold-out options whichever path reads
     why_not = _why_not_streamed(args)
     if args.stream and why_not:
         raise ConfigError(f"identify --stream cannot stream this: {why_not}")
@@ -137,7 +152,7 @@ def run(args) -> int:
         summary = o.sync_summary
     else:
         o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
-                            validate_inputs=args.validate_bag, method=args.method, holdout=_holdout(args),
+                            validate_inputs=args.validate_bag, method=args.method, holdout=holdout,
                             cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
                             progress=Progress(quiet=args.quiet), plots=not args.no_plots,
                             force=args.force)
