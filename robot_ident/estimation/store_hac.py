@@ -35,7 +35,11 @@ from scipy.signal import correlate
 
 from ..util.blas import single_threaded_blas
 from .compressed import CHUNK_SAMPLES, store_chunks
-from .uncertainty import MAX_LAG_FRACTION, bandwidth_from_autocorrelation, hac_from_omega
+from .uncertainty import (
+    MAX_LAG_FRACTION,
+    bandwidth_from_autocorrelation,
+    hac_from_omega,
+)
 
 MAX_LAG = 4096           # samples of residual autocorrelation searched (20 s at 200 Hz)
 

@@ -24,8 +24,8 @@ from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
 from . import ESTIMATORS, IdentificationResult
 from .compressed import PLOT_POINTS, accumulate, validate_store
-from .store_hac import StoreRowSource
 from .pipeline import base_parameters, identify, validate_result
+from .store_hac import StoreRowSource
 from .validation import ValidationReport
 
 COMPRESSED_METHODS = ("ols", "wls", "physical")

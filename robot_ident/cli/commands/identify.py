@@ -92,18 +92,21 @@ def _cutoff(value) -> float | None:
 
 def _why_not_streamed(args) -> str:
     """Why this identification needs the whole recording in memory ('' when it can stream):
-    several or tabular inputs, a hold-out other than the tail, a cutoff chosen from the
-    data, or a closed chain / spring balancer model."""
+    several or tabular inputs, a hold-out other than the tail, a row-based method, a cutoff
+    chosen from the data, or a closed chain / spring balancer model."""
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from ...data.table import TABLE_SUFFIXES
+    from ...estimation.streamed import COMPRESSED_METHODS
+    from ...io.config import load_config
+
     if len(args.bag) != 1 or args.table or args.validate_bag:
         return "it takes exactly one --bag (no --table or --validate-bag)"
-    from ...data.table import TABLE_SUFFIXES
-    from pathlib import Path
     if Path(args.bag[0]).suffix.lower() in TABLE_SUFFIXES:
         return "it reads a rosbag2 recording, not a table"
     if args.holdout_window is not None or args.holdout_every is not None:
         return "it holds out the recording's tail (--holdout), not --holdout-window or --holdout-every"
-    from ...estimation.streamed import COMPRESSED_METHODS
-    from ...io.config import load_config
     cfg = load_config(args.config)
     section = cfg.section("identification") or {}
     method = args.method or section.get("method", "wls")
@@ -111,7 +114,6 @@ def _why_not_streamed(args) -> str:
         return (f"method {method!r} needs every regressor row (streaming keeps a compressed problem for "
                 f"{', '.join(COMPRESSED_METHODS)})")
     filt = section.get("filter") or {}
-    from collections.abc import Mapping
     if not isinstance(filt, Mapping):
         raise ConfigError(f"{args.config}: identification.filter must be a mapping, got {filt!r}")
     if args.cutoff == "auto" or (args.cutoff is None and filt.get("cutoff_hz", "auto") == "auto"):
