@@ -147,7 +147,7 @@ def run_minimax(opt, problem, budget, seed):
     (``opt.finish_smooth``, p = 16: it moved some small problems off the point where the
     minimax descent stalled), until the budget is spent. The returned objective and
     start value are log cond on the problem's own grid."""
-    from .optimizers import BudgetExhausted, _Tracker
+    from .optimizers import BudgetExhausted, _Tracker, run_recorder, screened_start
 
     rng = np.random.default_rng(seed)
     problem.start(budget)
@@ -166,23 +166,11 @@ def run_minimax(opt, problem, budget, seed):
     starts, first = 0, None
     try:
         while not problem.exhausted():
-            cands = [problem.random_start(rng) for _ in range(opt.screen)]
-            fs0 = [problem.value(c) for c in cands]
-            if problem.collision is not None:      # prefer collision-free starts
-                fs0 = [f + 1e3 * problem.collision_excess(c) for f, c in zip(fs0, cands)]
-            k = int(np.argmin(fs0))
-            x0 = cands[k]
+            x0, _, admissible = screened_start(problem, rng, opt.screen, tr)
             starts += 1
-            if problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0:
+            if admissible:
                 first = x0 if first is None else first
-                tr.offer(fs0[k], x0)
-            run = {"f": np.inf, "x": None}
-
-            def on_point(f, x, run=run):
-                if np.isfinite(f) and f < run["f"] and opt._feasible(problem, x, A, b):
-                    run.update(f=f, x=x.copy())
-                    if f < tr.best_f:
-                        tr.history.append((problem.n_evals, problem.elapsed, float(f)))
+            run, on_point = run_recorder(problem, tr, lambda x: opt._feasible(problem, x, A, b))
 
             try:
                 minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,

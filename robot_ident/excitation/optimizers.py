@@ -75,6 +75,35 @@ class _Tracker:
                                self.problem.elapsed, self.history, info or {})
 
 
+def screened_start(problem: ExcitationProblem, rng, screen: int, tracker: _Tracker):
+    """The best of `screen` random feasible points by the criterion (collision-free ones
+    preferred), offered to `tracker` when its efforts and collisions are admissible.
+    Returns (x0, its value, admissible)."""
+    cands = [problem.random_start(rng) for _ in range(screen)]
+    fs0 = [problem.value(c) for c in cands]
+    if problem.collision is not None:      # prefer collision-free starts
+        fs0 = [f + 1e3 * problem.collision_excess(c) for f, c in zip(fs0, cands)]
+    k = int(np.argmin(fs0))
+    x0, f0 = cands[k], fs0[k]
+    ok = problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0
+    if ok:
+        tracker.offer(f0, x0)
+    return x0, f0, ok
+
+
+def run_recorder(problem: ExcitationProblem, tracker: _Tracker, feasible):
+    """(run, on_point): `on_point(f, x)` keeps in `run` ({"f", "x"}) the best feasible point
+    of one local descent and adds it to the tracker's history when it beats the best so far."""
+    run = {"f": np.inf, "x": None}
+
+    def on_point(f, x):
+        if np.isfinite(f) and f < run["f"] and feasible(x):
+            run.update(f=f, x=x.copy())
+            if f < tracker.best_f:
+                tracker.history.append((problem.n_evals, problem.elapsed, float(f)))
+    return run, on_point
+
+
 class Optimizer(ABC):
     name = ""
 
@@ -164,22 +193,9 @@ class MultiStartSLSQP(Optimizer):
             # Phase 1: random feasible starts, each descended to convergence.
             while not main_over() and not problem.exhausted():
                 # Start from the best of `screen` random feasible points.
-                cands = [problem.random_start(rng) for _ in range(self.screen)]
-                fs0 = [problem.value(c) for c in cands]
-                if problem.collision is not None:      # prefer collision-free starts
-                    fs0 = [f + 1e3 * problem.collision_excess(c) for f, c in zip(fs0, cands)]
-                k = int(np.argmin(fs0))
-                x0, f0 = cands[k], fs0[k]
+                x0, _, _ = screened_start(problem, rng, self.screen, tr)
                 starts += 1
-                if problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0:
-                    tr.offer(f0, x0)
-                best_run = {"f": np.inf, "x": None}
-
-                def on_point(f, x, best_run=best_run):
-                    if np.isfinite(f) and f < best_run["f"] and self._feasible(problem, x, A, b):
-                        best_run.update(f=f, x=x.copy())
-                        if f < tr.best_f:
-                            tr.history.append((problem.n_evals, problem.elapsed, float(f)))
+                best_run, on_point = run_recorder(problem, tr, lambda x: self._feasible(problem, x, A, b))
 
                 try:
                     self._local(problem, x0, cons, main_over, on_point)
