@@ -304,3 +304,55 @@ def test_count_differing_from_the_statistics_is_an_error(tmp_path, msgs):
     with pytest.raises(BagError, match=rf"bag\.mcap: read {count} messages of topic '{topic}', its statistics "
                                        rf"record says {count + 1}"):
         read(bag)
+
+
+def collector_reference(bag):
+    """What `bag.read_streams` returned before it read through `bag_chunks`: rosbags' reader
+    message by message (log-time order), each message deserialised and collected."""
+    from robot_ident.data.bag import _open
+    from robot_ident.data.msgs import JointStreamCollector
+    reader = _open(bag)
+    try:
+        conns = [c for c in reader.connections if c.topic in TOPICS]
+        cols = {t: JointStreamCollector(t, k, i) for t, (k, i) in TOPICS.items()}
+        for conn, log, raw in reader.messages(connections=conns):
+            cols[conn.topic].add(reader.deserialize(raw, conn.msgtype), log)
+        return {t: c.stream() for t, c in cols.items()}
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_read_streams_equals_the_message_collector(tmp_path, msgs, monkeypatch, storage):
+    """The whole-recording reader (``--in-memory``, node windows, tables' neighbours) goes
+    through the fast readers now and gives what rosbags + `JointStreamCollector` gave."""
+    from robot_ident.data.bag import read_streams
+    bag = write_rosbags(tmp_path / "bag", msgs, storage)
+    ref = collector_reference(bag)
+    no_rosbags(monkeypatch)
+    got = read_streams(bag, TOPICS)
+    assert_same(got, ref)
+
+
+def test_read_streams_in_log_time_order_and_empty_topics(tmp_path, msgs, monkeypatch):
+    """A file written out of log-time order is read in log-time order (as rosbags reads it);
+    a topic the bag lists but holds no message of is an empty stream, not an error here."""
+    from robot_ident.data.bag import read_streams
+    half = len(msgs) // 2
+    bag = write_rosbags(tmp_path / "bag", msgs)
+    ref = collector_reference(bag)
+    rewrite_with_mcap_package(bag, msgs[half:] + msgs[:half], chunk_size=64 * 1024)
+    no_rosbags(monkeypatch)
+    got = read_streams(bag, TOPICS)
+    assert all((np.diff(s.received) >= 0).all() for s in got.values())
+    assert_same(got, ref)
+    from rosbags.rosbag2 import Writer
+    ts = make_typestore()
+    with Writer(tmp_path / "bag2", version=8) as w:     # the topic is listed, with no message
+        c_js = w.add_connection("/joint_states", JOINT_STATE, typestore=ts)
+        w.add_connection("/dynamic_joint_states", DYNAMIC_JOINT_STATE, typestore=ts)
+        for topic, _, log, raw in msgs:
+            if topic == "/joint_states":
+                w.write(c_js, log, raw)
+    got = read_streams(tmp_path / "bag2", TOPICS)
+    assert len(got["/dynamic_joint_states"]) == 0 and len(got["/joint_states"]) == 3000

@@ -439,3 +439,48 @@ def test_lag_of_the_current_topic_is_measured_on_positions_and_corrected():
         _check_against_truth(rec, _origin_s(rec))
     with pytest.raises(SignalError, match="offset from '/joint_states' by .* sync.max_lag_s = 0.01"):
         sync(st, late, max_lag_s=0.01)
+
+
+def _full_grid_lag(ts, qs, te, qe, max_lag):
+    """The lag search as it was: every 0.5 ms shift, sorted trimmed mean, parabola."""
+    from robot_ident.data.lag import STEP_S
+    n_steps = int(round(max_lag / STEP_S))
+    lags = np.linspace(-n_steps * STEP_S, n_steps * STEP_S, 2 * n_steps + 1)
+    inner = (te - lags[-1] >= ts[0]) & (te + lags[-1] <= ts[-1])
+    te, qe = te[inner], qe[inner]
+    cost = []
+    for L in lags:
+        pred = np.stack([np.interp(te - L, ts, qs[:, k]) for k in range(qs.shape[1])], axis=1)
+        err = np.sort(((pred - qe) ** 2).mean(axis=1))
+        cost.append(err[:int(0.98 * err.size)].mean())
+    cost = np.array(cost)
+    i = int(np.argmin(cost))
+    lag = lags[i]
+    if 0 < i < lags.size - 1:
+        y0, y1, y2 = cost[i - 1:i + 2]
+        lag += 0.5 * STEP_S * (y0 - y2) / (y0 - 2 * y1 + y2)
+    return lag, i in (0, lags.size - 1)
+
+
+@pytest.mark.parametrize("true_lag", [0.0, 0.0123, -0.0071, 0.0249, 0.0376, -0.05, 0.06])
+def test_coarse_to_fine_lag_search_finds_the_full_grids_minimum(true_lag):
+    """The search evaluates every 5th shift, then the neighbourhood of the best: same
+    estimate as the whole 0.5 ms grid (lags between grid points, near coarse points, at
+    and beyond the bound), with glitches in the positions."""
+    from robot_ident.data.lag import estimate_lag_from_positions
+    rng = np.random.default_rng(3)
+    ts = np.arange(0.0, 20.0, 0.002)
+    te = np.arange(0.0, 20.0, 0.001)
+    w = np.array([0.7, 1.3, 2.1])
+
+    def q(t):
+        return np.sin(np.outer(t, w)) + 0.3 * np.cos(np.outer(t, 2.7 * w))
+    qs = q(ts) + 1e-5 * rng.normal(size=(ts.size, 3))
+    qe = q(te - true_lag) + 1e-5 * rng.normal(size=(te.size, 3))
+    qe[rng.choice(te.size, 50, replace=False)] += 0.5            # glitches
+    est = estimate_lag_from_positions(ts, qs, te, qe, 0.05)
+    ref, at_bound = _full_grid_lag(ts, qs, te, qe, 0.05)
+    assert est.at_bound == at_bound
+    assert est.lag_s == pytest.approx(ref, abs=1e-9)
+    if abs(true_lag) < 0.05:
+        assert est.lag_s == pytest.approx(true_lag, abs=2e-4) and est.determined

@@ -3,9 +3,11 @@
 Reading: rosbag2 folders in either storage (sqlite3 ``.db3`` or ``.mcap``), message
 definitions taken from the bag itself (`rosbags.highlevel.AnyReader`), falling back
 to the ROS 2 Humble type store plus control_msgs for bags that store none.
-sensor_msgs/msg/JointState and control_msgs/msg/DynamicJointState messages are turned
-into `sync.JointStream` arrays by `msgs.JointStreamCollector`, synchronised by
-`sync.synchronise`, and the currents converted to efforts by the configured actuators.
+sensor_msgs/msg/JointState and control_msgs/msg/DynamicJointState messages are read
+batch by batch (`bag_stream.bag_chunks`: standard-library sqlite3, `mcap_read`, or
+rosbags for other bags), decoded into `sync.JointStream` arrays by `cdr.decode`,
+synchronised by `sync.synchronise`, and the currents converted to efforts by the
+configured actuators.
 
 Writing: `write_recording_bag` writes what a real arm would publish, with the real
 message types: ``/joint_states`` (positions and velocities, 500 Hz by default) and the
@@ -124,25 +126,28 @@ def select_connections(conns, path, topics: Mapping[str, tuple[str, str | None]]
 
 
 def read_streams(path, topics: Mapping[str, tuple[str, str | None]]) -> dict[str, JointStream]:
-    """Read joint topics of a bag in one pass.
+    """Read joint topics of a bag in one pass, each topic's messages in log-time order.
 
     ``topics`` maps topic -> (kind, interface) with kind ``'joint_state'`` or
-    ``'dynamic_joint_state'`` (interface: the DynamicJointState interface to read)."""
-    reader = _open(path)
-    try:
-        conns = select_connections(reader.connections, path, topics)
-        collectors = {topic: JointStreamCollector(topic, kind, interface)
-                      for topic, (kind, interface) in topics.items()}
-        deser = reader.deserialize
-        for conn, log_ns, raw in reader.messages(connections=conns):
-            collectors[conn.topic].add(deser(raw, conn.msgtype), log_ns)
-        return {t: c.stream() for t, c in collectors.items()}
-    except RobotIdentError:
-        raise
-    except Exception as exc:
-        raise BagError(f"cannot read bag {path}: it looks corrupt or truncated ({type(exc).__name__}: {exc})") from exc
-    finally:
-        reader.close()
+    ``'dynamic_joint_state'`` (interface: the DynamicJointState interface to read).
+    The messages are read and decoded batch by batch by `bag_stream.bag_chunks` (the
+    fast sqlite3 / MCAP readers and the vectorised CDR decoder, rosbags for other bags),
+    then joined; a topic without messages is an empty stream."""
+    from .bag_stream import bag_chunks, concat_streams
+    parts: dict[str, list] = {t: [] for t in topics}
+    for chunk in bag_chunks(path, topics):
+        for t, s in chunk.items():
+            parts[t].append(s)
+    out = {}
+    for t, (kind, interface) in topics.items():
+        if not parts[t]:
+            out[t] = JointStreamCollector(t, kind, interface).stream()
+            continue
+        s = concat_streams(parts[t])
+        if s.received is not None and (np.diff(s.received) < 0).any():
+            s = s.select(np.argsort(s.received, kind="stable"))   # the fast readers go in file order
+        out[t] = s
+    return out
 
 
 def read_recordings(path, joints: Sequence[str], actuators: ActuatorSet, *,
