@@ -171,3 +171,26 @@ def test_ros2_control_joint_entries_are_not_kinematic_joints(demo_urdf):
     out, report = write_parameters(model, model.nominal)
     assert len(report.written) == 6 and "<ros2_control" in out
     SimulatedArm(xml, model.joint_names, JointTruth.zeros(6))
+
+
+def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp_path):
+    """`regressor` and `rnea` convert all samples to Pinocchio states at once; with a
+    continuous joint (cos/sin in q), joints in another order than the URDF's and a
+    locked joint they equal the per-sample conversion Pinocchio is called with."""
+    text = open(demo_urdf).read().replace('<joint name="wrist_3" type="revolute">',
+                                          '<joint name="wrist_3" type="continuous">')
+    urdf = tmp_path / "continuous.urdf"
+    urdf.write_text(text)
+    order = ("wrist_3", "shoulder_pan", "elbow", "wrist_1", "shoulder_lift")
+    model = RobotModel(urdf, order, locked_positions={"wrist_2": 0.3})
+    assert model._is_unbounded.tolist() == [True, False, False, False, False] and model.model.nq == 6
+    rng = np.random.default_rng(2)
+    q, qd, qdd = (rng.normal(size=(7, 5)) * 2 for _ in range(3))
+    Y = model.regressor(q, qd, qdd).reshape(7, 5, -1)[:, :, :model.layout.n_inertial]
+    tau = model.rnea(q, qd, qdd)
+    for s in range(7):
+        args = (model.to_pinocchio_q(q[s]), model._to_pin_v(qd[s]), model._to_pin_v(qdd[s]))
+        ref = pin.computeJointTorqueRegressor(model.model, model.data, *args)[model._idx_v]
+        np.testing.assert_allclose(Y[s], ref, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(tau[s], pin.rnea(model.model, model.data, *args)[model._idx_v],
+                                   rtol=0, atol=1e-12)

@@ -220,6 +220,7 @@ class RobotModel:
         self._idx_v = np.array([self.model.joints[j].idx_v for j in self._jid])
         self._idx_q = np.array([self.model.joints[j].idx_q for j in self._jid])
         self._is_unbounded = np.array([self.model.joints[j].nq == 2 for j in self._jid])
+        self._rows_identity = self.model.nv == len(self._idx_v) and bool((self._idx_v == np.arange(self.model.nv)).all())
         for j in self._jid:
             if self.model.joints[j].nv != 1:
                 raise ModelError(f"joint {self.model.names[j]!r} has {self.model.joints[j].nv} DOF; "
@@ -300,6 +301,23 @@ class RobotModel:
         out[self._idx_v] = v
         return out
 
+    def _pin_states(self, q, qd, qdd):
+        """(N, nq), (N, nv), (N, nv) Pinocchio states of N samples at once (what
+        `to_pinocchio_q` and `_to_pin_v` give sample by sample), so that the per-sample
+        loops around Pinocchio only call it."""
+        N = q.shape[0]
+        Q = np.tile(pin.neutral(self.model), (N, 1))
+        ub = self._is_unbounded
+        Q[:, self._idx_q[~ub]] = q[:, ~ub]
+        if ub.any():
+            Q[:, self._idx_q[ub]] = np.cos(q[:, ub])
+            Q[:, self._idx_q[ub] + 1] = np.sin(q[:, ub])
+        V = np.zeros((N, self.model.nv))
+        A = np.zeros((N, self.model.nv))
+        V[:, self._idx_v] = qd
+        A[:, self._idx_v] = qdd
+        return Q, V, A
+
     @staticmethod
     def _as_samples(x, n: int, label: str) -> np.ndarray:
         a = np.asarray(x, dtype=float)
@@ -347,8 +365,11 @@ class RobotModel:
         N = q.shape[0]
         Y = np.empty((N, self.n, self.layout.size))
         ni = self.layout.n_inertial
-        for s in range(N):
-            Y[s, :, :ni] = self.inertial_regressor_sample(q[s], qd[s], qdd[s])
+        m, d, reg = self.model, self.data, pin.computeJointTorqueRegressor
+        Yi = np.empty((N, m.nv, ni))
+        for s, (a, b, c) in enumerate(zip(*self._pin_states(q, qd, qdd))):
+            Yi[s] = reg(m, d, a, b, c)
+        Y[:, :, :ni] = Yi if self._rows_identity else Yi[:, self._idx_v]
         act = self.actuator_regressor(qd, qdd)
         Y[:, :, ni:ni + act.shape[2]] = act
         self._extra_columns(q, Y[:, :, ni + act.shape[2]:])
@@ -372,10 +393,9 @@ class RobotModel:
         """Nominal rigid-body inverse dynamics from Pinocchio's RNEA (no actuator terms), (N, n)."""
         q, qd, qdd = self._check_states(q, qd, qdd)
         out = np.empty_like(q)
-        for s in range(q.shape[0]):
-            tau = pin.rnea(self.model, self.data, self.to_pinocchio_q(q[s]),
-                           self._to_pin_v(qd[s]), self._to_pin_v(qdd[s]))
-            out[s] = tau[self._idx_v]
+        m, d, rows = self.model, self.data, self._idx_v
+        for s, (a, b, c) in enumerate(zip(*self._pin_states(q, qd, qdd))):
+            out[s] = pin.rnea(m, d, a, b, c)[rows]
         return out
 
     def body_inertia(self, theta: np.ndarray, body_joint: str) -> pin.Inertia:
