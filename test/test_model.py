@@ -173,10 +173,13 @@ def test_ros2_control_joint_entries_are_not_kinematic_joints(demo_urdf):
     SimulatedArm(xml, model.joint_names, JointTruth.zeros(6))
 
 
-def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp_path):
-    """`regressor` and `rnea` convert all samples to Pinocchio states at once; with a
-    continuous joint (cos/sin in q), joints in another order than the URDF's and a
-    locked joint they equal the per-sample conversion Pinocchio is called with."""
+def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp_path, monkeypatch):
+    """`regressor` and `rnea` convert all samples to Pinocchio states at once (the regressor
+    in blocks: 3 here, so 7 samples take three); with a continuous joint (cos/sin in q),
+    joints in another order than the URDF's and a locked joint they equal the per-sample
+    conversion Pinocchio is called with."""
+    import robot_ident.model.robot as robot_module
+    monkeypatch.setattr(robot_module, "_BLOCK", 3)
     text = open(demo_urdf).read().replace('<joint name="wrist_3" type="revolute">',
                                           '<joint name="wrist_3" type="continuous">')
     urdf = tmp_path / "continuous.urdf"

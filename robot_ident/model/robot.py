@@ -138,6 +138,9 @@ def _parse_urdf_joints(xml: str, label: str) -> dict[str, ET.Element]:
     return {j.get("name"): j for j in root.findall("joint")}
 
 
+_BLOCK = 4096      # samples per block of `RobotModel.regressor`'s Pinocchio calls
+
+
 def actuator_columns(qd: np.ndarray, qdd: np.ndarray, symbols: Sequence[str],
                      coulomb_velocity_scale: float) -> np.ndarray:
     """(N, n, n * len(symbols)) regressor columns of the per-joint actuator terms, joint-major:
@@ -366,10 +369,12 @@ class RobotModel:
         Y = np.empty((N, self.n, self.layout.size))
         ni = self.layout.n_inertial
         m, d, reg = self.model, self.data, pin.computeJointTorqueRegressor
-        Yi = np.empty((N, m.nv, ni))
-        for s, (a, b, c) in enumerate(zip(*self._pin_states(q, qd, qdd))):
-            Yi[s] = reg(m, d, a, b, c)
-        Y[:, :, :ni] = Yi if self._rows_identity else Yi[:, self._idx_v]
+        Yi = np.empty((min(N, _BLOCK), m.nv, ni))       # contiguous per sample: Pinocchio's output as is
+        for lo in range(0, N, _BLOCK):
+            hi = min(N, lo + _BLOCK)
+            for s, (a, b, c) in enumerate(zip(*self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]))):
+                Yi[s] = reg(m, d, a, b, c)
+            Y[lo:hi, :, :ni] = Yi[:hi - lo] if self._rows_identity else Yi[:hi - lo][:, self._idx_v]
         act = self.actuator_regressor(qd, qdd)
         Y[:, :, ni:ni + act.shape[2]] = act
         self._extra_columns(q, Y[:, :, ni + act.shape[2]:])
