@@ -191,8 +191,21 @@ def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp
     q, qd, qdd = (rng.normal(size=(7, 5)) * 2 for _ in range(3))
     Y = model.regressor(q, qd, qdd).reshape(7, 5, -1)[:, :, :model.layout.n_inertial]
     tau = model.rnea(q, qd, qdd)
+    pm = model.model
+
+    def per_sample(s):      # written out here: neutral pose, cos/sin of the continuous joint
+        qp, v, a = pin.neutral(pm), np.zeros(pm.nv), np.zeros(pm.nv)
+        for k, j in enumerate(order):
+            jm = pm.joints[pm.getJointId(j)]
+            if jm.nq == 2:
+                qp[jm.idx_q], qp[jm.idx_q + 1] = np.cos(q[s, k]), np.sin(q[s, k])
+            else:
+                qp[jm.idx_q] = q[s, k]
+            v[jm.idx_v], a[jm.idx_v] = qd[s, k], qdd[s, k]
+        return qp, v, a
     for s in range(7):
-        args = (model.to_pinocchio_q(q[s]), model._to_pin_v(qd[s]), model._to_pin_v(qdd[s]))
+        args = per_sample(s)
+        np.testing.assert_array_equal(model.to_pinocchio_q(q[s]), args[0])
         ref = pin.computeJointTorqueRegressor(model.model, model.data, *args)[model._idx_v]
         np.testing.assert_allclose(Y[s], ref, rtol=0, atol=1e-13)
         np.testing.assert_allclose(tau[s], pin.rnea(model.model, model.data, *args)[model._idx_v],

@@ -290,36 +290,27 @@ class RobotModel:
     # ------------------------------------------------------------- kinematics
     def to_pinocchio_q(self, q: np.ndarray) -> np.ndarray:
         """Joint positions in identified order (angles for continuous joints) -> Pinocchio q."""
-        qp = pin.neutral(self.model)
-        for k in range(self.n):
-            i = self._idx_q[k]
-            if self._is_unbounded[k]:
-                qp[i], qp[i + 1] = math.cos(q[k]), math.sin(q[k])
-            else:
-                qp[i] = q[k]
-        return qp
+        return self._pin_q(np.asarray(q, dtype=float)[None, :])[0]
 
-    def _to_pin_v(self, v: np.ndarray) -> np.ndarray:
-        out = np.zeros(self.model.nv)
-        out[self._idx_v] = v
-        return out
-
-    def _pin_states(self, q, qd, qdd):
-        """(N, nq), (N, nv), (N, nv) Pinocchio states of N samples at once (what
-        `to_pinocchio_q` and `_to_pin_v` give sample by sample), so that the per-sample
-        loops around Pinocchio only call it."""
-        N = q.shape[0]
-        Q = np.tile(pin.neutral(self.model), (N, 1))
+    def _pin_q(self, q: np.ndarray) -> np.ndarray:
+        """(N, nq) Pinocchio configurations of N samples of identified-order positions:
+        continuous joints as (cos, sin), joints outside the identified set at neutral."""
+        Q = np.tile(pin.neutral(self.model), (q.shape[0], 1))
         ub = self._is_unbounded
         Q[:, self._idx_q[~ub]] = q[:, ~ub]
         if ub.any():
             Q[:, self._idx_q[ub]] = np.cos(q[:, ub])
             Q[:, self._idx_q[ub] + 1] = np.sin(q[:, ub])
-        V = np.zeros((N, self.model.nv))
-        A = np.zeros((N, self.model.nv))
+        return Q
+
+    def _pin_states(self, q, qd, qdd):
+        """(N, nq), (N, nv), (N, nv) Pinocchio states of N samples at once, so that the
+        per-sample loops around Pinocchio only call it."""
+        V = np.zeros((q.shape[0], self.model.nv))
+        A = np.zeros((q.shape[0], self.model.nv))
         V[:, self._idx_v] = qd
         A[:, self._idx_v] = qdd
-        return Q, V, A
+        return self._pin_q(q), V, A
 
     @staticmethod
     def _as_samples(x, n: int, label: str) -> np.ndarray:
@@ -345,12 +336,6 @@ class RobotModel:
         return q, qd, qdd
 
     # -------------------------------------------------------------- dynamics
-    def inertial_regressor_sample(self, q, qd, qdd) -> np.ndarray:
-        """(n, 10*bodies) Pinocchio joint torque regressor, rows in identified joint order."""
-        Y = pin.computeJointTorqueRegressor(self.model, self.data, self.to_pinocchio_q(q),
-                                            self._to_pin_v(qd), self._to_pin_v(qdd))
-        return Y[self._idx_v, :]
-
     def actuator_regressor(self, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
         """(N, n, n_actuator_params) columns for armature, Coulomb, viscous and offset.
         Coupled groups: the terms are evaluated at the motor velocities ``M qd`` and
