@@ -174,3 +174,41 @@ def test_effort_constraints_pick_the_descent_and_are_kept(setup, form):
     assert res.info.get("form") == ("minimax" if form == "minimax" else None)
     assert pr.effort_excess(res.x) == 0 and pr.kinematic_excess(res.x) <= 1e-9
     assert res.f < res.initial_f
+
+
+@pytest.mark.parametrize("factor,dropped", [(1.02, True), (0.9, False)])
+def test_implied_acceleration_rows_leave_the_feasible_set_unchanged(setup, factor, dropped):
+    """The optimiser's QP leaves out a joint's acceleration rows only where its velocity
+    rows imply them (Bernstein's inequality). Acceleration limits just above (1.02 x) and
+    below (0.9 x) L wf times the velocity limit. Checked by linear programming: the
+    largest qdd any coefficient vector satisfying the reduced rows can reach, on a 1 ms
+    grid between the constraint points, stays within the acceleration limit (a rule that
+    dropped the rows at 0.9 x would let the LP reach 112 % of it)."""
+    from scipy.optimize import linprog
+    model, base, _ = setup
+    L, wf = 3, 0.2 * np.pi
+    margins = Margins(position=0.05, velocity=0.05, acceleration=0.05)
+    vel = LimitSpec.from_model(model, {j: 1.0 for j in JOINTS}, margins).velocity
+    acc = {j: factor * L * wf * v for j, v in zip(JOINTS, vel)}
+    limits = LimitSpec.from_model(model, acc, margins)
+    param = FourierParameters(JOINTS, wf, L)
+    pr = ExcitationProblem(model, base, param, limits, "cond", n_samples=30, n_constraint=60)
+    A, b = pr.linear_constraints()
+    Ar, br = pr.linear_constraints(implied=True)
+    implied = param.acceleration_implied(pr.bounds, float(np.diff(pr.t_con).max()))
+    assert implied.all() == dropped and implied.any() == dropped
+    assert len(Ar) == (len(A) * 2 // 3 if dropped else len(A))
+    # dropped: the sup between the constraint points; kept: the rows themselves hold the
+    # limit on the grid (the designer's dense check handles what lies between)
+    t = np.arange(0.0, param.duration, 1e-3) if dropped else pr.t_con
+    (_, _, qdd0), (_, _, Bqdd) = param.basis(t)
+    lo, hi = pr.box
+    for j in range(len(JOINTS)):
+        g = Bqdd[:, j, :]
+        k = int(np.argmax(np.abs(g).sum(1)))          # the time the joint's qdd reacts most to x
+        res = linprog(-g[k], A_ub=Ar, b_ub=br, bounds=list(zip(lo, hi)), method="highs")
+        assert res.status == 0
+        reach = np.abs(qdd0[:, j] + g @ res.x).max() / pr.bounds.acceleration[j]
+        assert reach <= 1 + 1e-9, (JOINTS[j], reach)
+        if dropped:       # tight: the velocity rows alone nearly reach the limit
+            assert reach > 0.95, (JOINTS[j], reach)

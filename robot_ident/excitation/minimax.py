@@ -52,7 +52,7 @@ def minimax_descent(problem, x0, extra_cons, stop, on_point, kt: int = 10, kb: i
     p = len(problem.base.independent)
     kt, kb = min(int(kt), p), min(int(kb), p)
     idx = np.r_[np.arange(p - kt, p), np.arange(kb)]
-    A, b = problem.linear_constraints_cached
+    A, b = problem.reduced_constraints_cached
     ev = problem.evaluator
     cache, best_hist = {}, []
 

@@ -169,8 +169,11 @@ class ExcitationProblem:
         return criterion_values(self.evaluator.base_regressor(q, qd, qdd), len(t))
 
     # ------------------------------------------------------------ constraints
-    def linear_constraints(self):
-        """(A, b) with A x <= b on the constraint grid."""
+    def linear_constraints(self, implied: bool = False):
+        """(A, b) with A x <= b on the constraint grid. ``implied``: leave out the
+        acceleration rows of joints whose velocity rows imply them
+        (`Parameterisation.acceleration_implied`; a third fewer rows for the optimiser's
+        QP on the Panda, the same feasible set)."""
         (qo, qdo, qddo), (Bq, Bqd, Bqdd) = self._con_off, self._con_B
         K = self.param.n_vars
         bd = self.bounds
@@ -179,8 +182,14 @@ class ExcitationProblem:
                   (Bqdd, bd.acceleration - qddo), (-Bqdd, bd.acceleration + qddo)]
         A = np.concatenate([Bm.reshape(-1, K) for Bm, _ in blocks])
         b = np.concatenate([np.broadcast_to(r, Bm.shape[:2]).ravel() for Bm, r in blocks])
-        finite = np.isfinite(b)
-        keep = finite & (np.abs(A).sum(1) > 0)
+        keep = np.isfinite(b) & (np.abs(A).sum(1) > 0)
+        if implied and len(self.t_con) > 1:
+            spacing = float(np.max(np.diff(self.t_con)))
+            drop = self.param.acceleration_implied(bd, spacing)
+            n_t = len(self.t_con)
+            kind = np.repeat(np.arange(6), n_t * self.n)            # block of every row
+            joint = np.tile(np.arange(self.n), 6 * n_t)
+            keep &= ~((kind >= 4) & drop[joint])
         return A[keep], b[keep]
 
     def effort_constraints(self, x):
@@ -212,6 +221,13 @@ class ExcitationProblem:
         if not hasattr(self, "_lin"):
             self._lin = self.linear_constraints()
         return self._lin
+
+    @property
+    def reduced_constraints_cached(self):
+        """`linear_constraints(implied=True)`: the same feasible set in fewer rows."""
+        if not hasattr(self, "_lin_reduced"):
+            self._lin_reduced = self.linear_constraints(implied=True)
+        return self._lin_reduced
 
     def repair(self, x) -> np.ndarray:
         return self.param.repair(x, self.bounds, self._con_off, self._con_B)
