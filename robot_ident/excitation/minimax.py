@@ -153,6 +153,7 @@ def run_minimax(opt, problem, budget, seed):
     problem.start(budget)
     tr = _Tracker(problem)
     A, b = problem.linear_constraints_cached
+    Ar, br = problem.reduced_constraints_cached
     extra = []
     if problem.effort_bound is not None:
         extra.append({"fun": lambda x: problem.effort_constraints(x)[0],
@@ -177,7 +178,7 @@ def run_minimax(opt, problem, budget, seed):
                                 opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
                 if opt.finish_smooth and run["x"] is not None:
                     from .optimizers import _PhaseOver
-                    cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
+                    cons = [{"type": "ineq", "fun": lambda x: br - Ar @ x, "jac": lambda x: -Ar}]
                     cons += [{"type": "ineq", **c} for c in extra]
                     problem.smooth = opt.finish_smooth
                     try:
