@@ -10,8 +10,8 @@ trimmed and decimated in windows (`stream_filter.SegmentFilter`, which calls
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from ..errors import SignalError
 from .bag_stream import DEFAULT_BATCH, bag_chunks
@@ -27,10 +27,19 @@ class ProcessedBag:
     report: SyncReport
     skipped: list            # "segment a-b s skipped: why" lines, as process_segments writes them
     messages: int
+    # `process_bag_filters`: one store per filter pipeline (`store` is the first)
+    stores: list = field(default_factory=list)
+    filters: list = field(default_factory=list)     # their FilterOptions
+    origin_ns: int = 0       # the synchronised time's origin (`stamp_origin_ns` of its segments)
+    first_t: float = 0.0     # synchronised time of the first kept segment's first sample
 
     @property
     def summary(self) -> str:
         return self.report.summary() + "".join(f"\n{s}" for s in self.skipped)
+
+    def close(self) -> None:
+        for s in self.stores or [self.store]:
+            s.close()
 
 
 def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOptions | None = None,
@@ -45,6 +54,19 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     pieces in time order), ``observer.segment_end(segment, kept)`` when a segment ends
     (``kept``: long enough to be one of the segments `sync.synchronise` keeps), and
     ``observer.processed(data)`` every block of processed samples appended to the store."""
+    return process_bag_filters(path, cfg, lambda _rate: [filter_options], sync_options, progress, batch,
+                               chunk_s, store_dir, observer)
+
+
+def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[FilterOptions]],
+                        sync_options: SyncOptions | None = None,
+                        progress: Callable[[int, int], None] | None = None, batch: int = DEFAULT_BATCH,
+                        chunk_s: float = CHUNK_S, store_dir=None, observer=None) -> ProcessedBag:
+    """`process_bag` with several filter pipelines on one read of the bag: the synchronised
+    pieces go through one `SegmentFilter` per `FilterOptions` of ``filters_for_rate(rate)``
+    (called once, with the synchronised rate, when the first piece arrives) into one store
+    each (`ProcessedBag.stores`, in that order). A segment that one pipeline cannot process
+    is skipped in all. ``observer.processed`` sees the first pipeline's blocks."""
     joints = tuple(cfg.joints)
     js_topic, cur_topic = cfg.joint_states_topic, cfg.current_topic
     dyn = cfg.current_kind == "dynamic_joint_state"
@@ -57,18 +79,34 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     opts = sync_options or cfg.sync
     acts = cfg.drive.for_joints(joints)      # actuators, then any coupled transmission
     sync = ChunkedSync(joints, opts, effort_field=effort_field, chunk_s=chunk_s, meta={"bag": str(path)})
-    store = ProcessedStore(joints, store_dir)
-    if observer is None:
-        sink = store.append
-    else:
+    pipes: list[tuple[FilterOptions, ProcessedStore]] = []
+
+    def pipelines() -> list[tuple[FilterOptions, ProcessedStore]]:
+        if not pipes:
+            options = list(filters_for_rate(sync.rate))
+            if not options:
+                raise SignalError("no filter to process the recording with")
+            pipes.extend((o, ProcessedStore(joints, store_dir)) for o in options)
+        return pipes
+
+    def sink_for(k: int, store: ProcessedStore):
+        first = [True]
+
         def sink(d) -> None:
+            if first[0]:                   # where this segment's processed samples start
+                store.segment_starts.append(store.n_samples)
+                first[0] = False
             store.append(d)
-            observer.processed(d)
-    filters: dict[int, SegmentFilter] = {}
-    lengths: dict[int, tuple[float, float, int]] = {}
+            if k == 0 and observer is not None:
+                observer.processed(d)
+        return sink
+
+    filters: dict[int, list[SegmentFilter] | _Dropped] = {}
+    lengths: dict[int, tuple[float, float, int, int]] = {}
     skipped: list[str] = []
     dropped = {"segments": 0, "samples": 0}
     kept = {"segments": 0, "samples": 0}
+    first: dict[str, float | int] = {}
     messages = 0
 
     def min_needed() -> int:
@@ -79,14 +117,18 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
             rec = acts.apply(piece.reorder(joints))
             if observer is not None:
                 observer.piece(seg, rec)
-            f = filters.get(seg)
-            if f is None:
-                f = filters[seg] = SegmentFilter(filter_options, sync.rate, sink, min_needed())
-                lengths[seg] = (float(rec.t[0]), float(rec.t[-1]), 0)
-            t0, _, n = lengths[seg]
-            lengths[seg] = (t0, float(rec.t[-1]), n + rec.n_samples)
+            fs = filters.get(seg)
+            if fs is None:
+                fs = filters[seg] = [SegmentFilter(o, sync.rate, sink_for(k, st), min_needed())
+                                     for k, (o, st) in enumerate(pipelines())]
+                lengths[seg] = (float(rec.t[0]), float(rec.t[-1]), 0, int(rec.meta.get("stamp_origin_ns", 0)))
+            t0, _, n, origin = lengths[seg]
+            lengths[seg] = (t0, float(rec.t[-1]), n + rec.n_samples, origin)
+            if isinstance(fs, _Dropped):
+                continue
             try:
-                f.add(rec)
+                for f in fs:
+                    f.add(rec)
             except SignalError as exc:
                 skipped.append(f"segment {t0:.3f}-... s skipped: {exc}")
                 filters[seg] = _Dropped()
@@ -95,13 +137,13 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
         sync.ended.clear()
 
     def finish(seg: int) -> None:
-        f = filters.pop(seg, None)
-        if f is None:
+        fs = filters.pop(seg, None)
+        if fs is None:
             return
-        t0, t1, n = lengths.pop(seg)
+        t0, t1, n, origin = lengths.pop(seg)
         if observer is not None:
             observer.segment_end(seg, n >= min_needed())
-        if isinstance(f, _Dropped):
+        if isinstance(fs, _Dropped):
             return
         if n < min_needed():
             dropped["segments"] += 1
@@ -109,8 +151,11 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
             return
         kept["segments"] += 1
         kept["samples"] += n
+        if "t" not in first or t0 < first["t"]:
+            first.update(t=t0, origin=origin)
         try:
-            f.end()
+            for f in fs:
+                f.end()
         except SignalError as exc:
             skipped.append(f"segment {t0:.3f}-{t1:.3f} s skipped: {exc}")
 
@@ -128,12 +173,18 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
         if kept["segments"] == 0:
             raise SignalError(f"topics {js_topic!r} and {cur_topic!r} have no common stretch of data "
                               f"without gaps:\n{rep.summary()}")
-        if store.n_samples == 0:
+        stores = [st for _, st in pipes]
+        if stores[0].n_samples == 0:
             raise SignalError(f"no usable segment after synchronisation ({rep.summary()}; "
                               + "; ".join(skipped) + ")")
-        return ProcessedBag(store, rep, skipped, messages)
+        if any(st.n_samples != stores[0].n_samples or st.segment_starts != stores[0].segment_starts
+               for st in stores):
+            raise NeedsWholeRecording("a segment failed part-way in one filter pipeline and not in another")
+        return ProcessedBag(stores[0], rep, skipped, messages, stores, [o for o, _ in pipes],
+                            int(first.get("origin", 0)), float(first.get("t", 0.0)))
     except BaseException:
-        store.close()
+        for _, st in pipes:
+            st.close()
         raise
 
 
