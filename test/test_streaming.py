@@ -350,8 +350,9 @@ def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
 
 
 def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
-    """Plain `identify` on one bag with a set cutoff streams; --in-memory, several inputs or
-    a cutoff chosen from the data read the recording at once; --stream says why it cannot."""
+    """Plain `identify` on one bag streams (a cutoff chosen from the data too:
+    test/test_stream_cutoff.py); --in-memory or a hold-out of every k-th block read the
+    recording at once; --stream says why it cannot."""
     import yaml
 
     from robot_ident.cli import main
@@ -370,7 +371,7 @@ def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
     a = yaml.safe_load((tmp_path / "d" / "result.yaml").read_text())
     b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
     assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
-    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--cutoff", "auto", *common]) == 2
+    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--holdout-every", "3", *common]) == 2
     assert main(["identify", *bag, "--output", str(tmp_path / "y"), "--stream", "--in-memory", *common]) == 2
 
 

@@ -47,11 +47,15 @@ class CutoffChoice:
                 + ", ".join(f"{v:.4g}" for v in ref) + ")")
 
 
-def _decimated_rate(rec: Recording, opt: FilterOptions) -> float:
-    fs = rec.sample_rate
+def decimated_rate(fs: float, opt: FilterOptions) -> float:
+    """The processed samples' rate of a recording at `fs` Hz (`signals.process`'s decimation)."""
     if opt.target_rate_hz is not None and opt.target_rate_hz < fs:
         return fs / max(1, int(round(fs / opt.target_rate_hz)))
     return fs
+
+
+def _decimated_rate(rec: Recording, opt: FilterOptions) -> float:
+    return decimated_rate(rec.sample_rate, opt)
 
 
 def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: Sequence[float] | None = None,
@@ -163,7 +167,11 @@ def settings_with_data_cutoff(model, recordings: Sequence[Recording], settings, 
     try:
         choice = choose_cutoff(model, recordings, settings, base=base, allowed=allowed)
     except SignalError as exc:
-        return settings, (f"filter cutoff {settings.filter.cutoff_hz:g} Hz (default): it could not be chosen "
-                          f"from the data: {exc}"), None
+        return settings, default_cutoff_note(settings, exc), None
     new = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
     return new, choice.summary(), choice
+
+
+def default_cutoff_note(settings, why) -> str:
+    """The note when the data cannot decide and the default cutoff of `settings` is kept."""
+    return f"filter cutoff {settings.filter.cutoff_hz:g} Hz (default): it could not be chosen from the data: {why}"

@@ -47,10 +47,14 @@ class StreamedOutcome:
 
 def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
                       plots: bool = True, source: dict | None = None, force: bool = False,
-                      warnings: list | None = None, warn=None) -> StreamedOutcome:
+                      warnings: list | None = None, warn=None, auto_cutoff: bool = False) -> StreamedOutcome:
     """Identify a bag with the parsed config `cfg` (io.config), identification config
     `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
     `output` unless None. Used by ``robot-ident identify`` and the identification node.
+    `auto_cutoff`: the filter cutoff is chosen from the data as `auto_cutoff.choose_cutoff`
+    chooses it, on the same read of the bag (estimation/stream_cutoff.py), or, when the
+    data cannot decide, ``icfg``'s (the default) with a note; result.yaml's source records
+    the cutoff, whether it was chosen and the note, as the in-memory path does.
     The input plausibility checks (estimation/stream_checks.py, the same findings as in
     memory) run while the bag is read; their ``warning:`` lines and the model-quality
     ones go to `warn` and follow `warnings` (lines given by the caller) in result.yaml;
@@ -59,19 +63,30 @@ def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, c
     10-100x faster so on a busy machine."""
     with single_threaded_blas():
         return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
-                                  plots, source, force, list(warnings or []), warn or (lambda _line: None))
+                                  plots, source, force, list(warnings or []), warn or (lambda _line: None),
+                                  auto_cutoff)
 
 
-def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings, warn):
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings, warn,
+                       auto_cutoff):
     from .conditioning import quality_warnings
     from .plausibility import enforce
     from .stream_checks import StreamedInputChecks
 
     settings = icfg.settings
-    thr, guard = settings.moving_threshold, settings.guard_s
     checks = StreamedInputChecks(model, settings.method, cfg.effort_field)
-    with progress.stage("read bag"):
-        pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"), observer=checks)
+    base = base_parameters(model, settings)
+    cutoff = {"filter_cutoff_chosen_from_data": False,
+              "filter_cutoff_note": f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"}
+    if auto_cutoff:
+        from .stream_cutoff import process_choosing_cutoff
+        pb, settings, note, choice = process_choosing_cutoff(bag, cfg, settings, icfg.holdout, model, base,
+                                                             progress, observer=checks)
+        cutoff = {"filter_cutoff_chosen_from_data": choice is not None, "filter_cutoff_note": note}
+    else:
+        with progress.stage("read bag"):
+            pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"), observer=checks)
+    thr, guard = settings.moving_threshold, settings.guard_s
     try:
         findings = checks.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
         for line in (f.line() for f in findings):
@@ -81,7 +96,6 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         store = pb.store
         N = store.n_samples
         cut = int(round((1.0 - icfg.holdout) * N)) if icfg.holdout > 0 else N
-        base = base_parameters(model, settings)
         validation = None
         points = PLOT_POINTS if plots else 16      # samples kept for the plots
         if settings.method in COMPRESSED_METHODS:
@@ -126,19 +140,20 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
                 warnings.append(line)
         summary = pb.summary
     finally:
-        pb.store.close()
+        pb.close()
+    printed = summary + (f"\n{cutoff['filter_cutoff_note']}" if auto_cutoff else "")
     if output is None:
-        return StreamedOutcome(model, result, validation, None, summary, warnings=warnings)
+        return StreamedOutcome(model, result, validation, None, printed, warnings=warnings)
     out = Path(output)
     with progress.stage("write"):
         src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
                "synchronisation": summary, "read": "streaming",
-               "filter_cutoff_hz": float(settings.filter.cutoff_hz)}   # validate filters alike
+               "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff}   # validate filters alike
         src.update(source or {})
         extra = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
         urdf = write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots,
                                    force=force)
-    return StreamedOutcome(model, result, validation, out, summary, urdf, warnings)
+    return StreamedOutcome(model, result, validation, out, printed, urdf, warnings)
 
 
 

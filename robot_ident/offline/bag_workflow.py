@@ -152,16 +152,21 @@ def _stderr(line: str) -> None:
 
 def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
                  progress: Progress | None = None, plots: bool = True, force: bool = False,
-                 warn=_stderr, streaming: bool = False, cutoff_hz: float | None = None) -> IdentifyOutcome:
+                 warn=_stderr, streaming: bool = False, cutoff_hz: float | None = None,
+                 force_auto_cutoff: bool = False) -> IdentifyOutcome:
     """Bag -> result folder. `streaming`: bounded memory, chunk by chunk
     (estimation/streamed.py), same parameters and checks; a recording it does not handle
-    (a looped bag) is read at once. Plausibility checks and the inter-topic lag
+    (a looped bag) is read at once. `cutoff_hz` None: the config's, else (or with
+    `force_auto_cutoff`, or ``cutoff_hz: auto``) chosen from the data -- streamed by
+    estimation/stream_cutoff.py, in memory by `offline.inputs.identify_inputs` (the same
+    choice). Plausibility checks and the inter-topic lag
     (estimation/input_checks.py, or estimation/stream_checks.py on the stream) run before
     identifying: their ``warning:`` lines go to `warn`; an implausible input is refused
     unless `force`. A model the data do not
     determine is marked in result.yaml and identified.urdf."""
     from ..data.bag import read_recordings_from_config
     from ..data.stream_sync import NeedsWholeRecording
+    from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.conditioning import quality_warnings
     from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
@@ -177,18 +182,24 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
         section["method"] = method
     if holdout is not None:
         section["holdout"] = holdout
-    if cutoff_hz is not None:
-        section["filter"] = dict(section.get("filter") or {}, cutoff_hz=float(cutoff_hz))
+    section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
     icfg = identification_config(section)
     model = load_model(urdf, cfg, icfg)
     settings = icfg.settings
     if streaming:
         try:
             o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, force=force,
-                                  warn=warn)
+                                  warn=warn, auto_cutoff=auto)
             return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary, o.warnings)
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
+    if auto:         # the cutoff chosen from the data, in memory: the `identify` command's path
+        from ..data.holdout import Holdout
+        from .inputs import identify_inputs
+        o = identify_inputs([bag], urdf, config_path, output, method=method, holdout=Holdout(fraction=icfg.holdout),
+                            cutoff_hz=cutoff_hz, force_auto_cutoff=force_auto_cutoff, progress=progress,
+                            plots=plots, force=force, warn=warn)
+        return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.summary, o.warnings)
     with progress.stage("read bag"):
         sync = read_recordings_from_config(bag, cfg)
     with progress.stage("check"):

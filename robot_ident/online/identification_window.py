@@ -355,8 +355,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
                       progress=None, stream_above_messages: int = STREAM_ABOVE_MESSAGES) -> StreamOutcome:
     """Identify a closed window: from its in-memory streams or its bag read back at once
     (`identify_streams`, with the input checks), or, above `stream_above_messages`, from its
-    bag in streaming mode (bounded memory, the same input checks; the cutoff is not chosen from
-    the data: a warning says so). `progress`: a `util.progress.Progress`
+    bag in streaming mode (bounded memory, the same input checks, the same cutoff chosen from
+    the data when the config leaves it unset). `progress`: a `util.progress.Progress`
     (e.g. `recording_bag.StatusProgress` for the status topic)."""
     if rec.bag is None:
         return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
@@ -377,18 +377,14 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     section = dict(cfg.section("identification"))
     if method:
         section["method"] = method
-    # a streamed window cannot cross-validate the cutoff: 'auto' or none falls back to the default
+    # 'auto' or no cutoff: chosen from the data on the stream, as identify_streams chooses it
     section, auto = strip_auto_cutoff(section)
     icfg = identification_config(section)
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
-    unchecked = [f"warning: the recording ({rec.messages} messages > {stream_above_messages}) was identified "
-                 "streamed, in bounded memory: the filter cutoff is "
-                 f"{icfg.settings.filter.cutoff_hz:g} Hz (the default: a streamed window cannot choose it from "
-                 "the data)"] if auto else []
     try:
         o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src,
-                              warnings=unchecked)
+                              auto_cutoff=auto)
     except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
         from ..data.bag import read_streams
         streams = read_streams(rec.bag, _window_topics(cfg))

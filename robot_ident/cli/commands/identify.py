@@ -50,7 +50,7 @@ def add_parser(sub):
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--stream", action="store_true",
                    help="require the bounded-memory path (the default whenever it applies: one rosbag2 --bag "
-                        "of a serial arm, hold-out by --holdout, a set cutoff, method ols, wls or physical); an "
+                        "of a serial arm, hold-out by --holdout, method ols, wls or physical); an "
                         "error when it does not apply (a bag played in a loop is still read at once)")
     p.add_argument("--in-memory", action="store_true",
                    help="read the whole recording into memory even when it could be streamed")
@@ -92,8 +92,9 @@ def _cutoff(value) -> float | None:
 
 def _why_not_streamed(args) -> str:
     """Why this identification needs the whole recording in memory ('' when it can stream):
-    several or tabular inputs, a hold-out other than the tail, a row-based method, a cutoff
-    chosen from the data, or a closed chain / spring balancer model."""
+    several or tabular inputs, a hold-out other than the tail, a row-based method, or a
+    closed chain / spring balancer model. A cutoff chosen from the data streams too
+    (estimation/stream_cutoff.py)."""
     from collections.abc import Mapping
     from pathlib import Path
 
@@ -116,8 +117,6 @@ def _why_not_streamed(args) -> str:
     filt = section.get("filter") or {}
     if not isinstance(filt, Mapping):
         raise ConfigError(f"{args.config}: identification.filter must be a mapping, got {filt!r}")
-    if args.cutoff == "auto" or (args.cutoff is None and filt.get("cutoff_hz", "auto") == "auto"):
-        return "the filter cutoff is to be chosen from the data (set identification.filter.cutoff_hz or --cutoff)"
     if cfg.parameters.get("closures") or cfg.section("springs"):
         return "closed chains and spring balancers are identified in memory"
     return ""
@@ -150,7 +149,7 @@ def run(args) -> int:
         from ...offline.bag_workflow import identify_bag
         o = identify_bag(args.bag[0], args.urdf, args.config, args.output, args.method, args.holdout,
                          Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force, streaming=True,
-                         cutoff_hz=cutoff)
+                         cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto")
         summary = o.sync_summary
     else:
         o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
