@@ -17,9 +17,12 @@ in a fresh process:
 
 Peak memory should not grow with the recording: the last column compares each peak with
 the 60 s one. Add ``--in-memory`` to run the old whole-recording path for comparison
-(``identify_bag(..., streaming=False)``).
+(``identify_bag(..., streaming=False)``). ``--auto-cutoff`` identifies with a copy of the
+config without ``identification.filter.cutoff_hz``: the cutoff is chosen from the data
+(streamed: estimation/stream_cutoff.py; in memory: auto_cutoff.choose_cutoff).
 
     python bench/ingest.py [--durations 60 300 600] [--arms demo panda] [--methods wls physical]
+                           [--auto-cutoff] [--in-memory]
 """
 from __future__ import annotations
 
@@ -113,6 +116,16 @@ CONFIG_TEMPLATE = """robot_ident:
 """
 
 
+def auto_cutoff_config(src: Path, dst: Path) -> Path:
+    """A copy of the config `src` without a filter cutoff (chosen from the data)."""
+    import yaml
+    doc = yaml.safe_load(src.read_text())
+    ident = next(iter(doc.values()))["ros__parameters"].setdefault("identification", {})
+    (ident.get("filter") or {}).pop("cutoff_hz", None)
+    dst.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dst
+
+
 def write_config(path: Path, joints) -> None:
     lines = []
     for k, j in enumerate(joints):
@@ -182,6 +195,8 @@ def main() -> None:
     ap.add_argument("--storages", nargs="+", default=["sqlite3", "mcap"])
     ap.add_argument("--current-noise", type=float, default=0.005, help="A")
     ap.add_argument("--in-memory", action="store_true", help="also time the whole-recording path")
+    ap.add_argument("--auto-cutoff", action="store_true",
+                    help="identify with the config's cutoff removed (chosen from the data)")
     ap.add_argument("--work", help="folder for the bags (default: a new temporary folder)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -214,6 +229,9 @@ def main() -> None:
         urdf = work / f"{arm}.urdf"
         urdf.write_text(xml)
         cfg = load_config(cfg_path)
+        ident_cfg = auto_cutoff_config(cfg_path, work / f"{arm}_auto.yaml") if args.auto_cutoff else cfg_path
+        if args.auto_cutoff:
+            label += ", auto cutoff"
         n = len(joints)
         model = RobotModel(xml, joints)
         truth = JointTruth(np.full(n, 0.1), np.linspace(0.3, 0.8, n), np.linspace(0.2, 0.5, n),
@@ -243,12 +261,14 @@ def main() -> None:
                 row[f"read_{st}"], row[f"read_cpu_{st}"] = o["rate"], o["cpu_rate"]
                 row["messages"] = o["messages"]
             main_bag = bags[args.storages[0]]
+            tag = "_auto" if args.auto_cutoff else ""
             for m in args.methods:
-                o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"res_{arm}_{m}_{d:g}", "0")
+                o = run_child("identify", main_bag, urdf, ident_cfg, m, work / f"res{tag}_{arm}_{m}_{d:g}", "0")
                 row[f"{m}_s"], row[f"{m}_cpu"], row[f"{m}_rss"] = o["wall_s"], o["cpu_s"], o["peak_rss_mb"]
                 if args.in_memory:
-                    o = run_child("identify", main_bag, urdf, cfg_path, m, work / f"mem_{arm}_{m}_{d:g}", "1")
-                    row[f"{m}_mem_s"], row[f"{m}_mem_rss"] = o["wall_s"], o["peak_rss_mb"]
+                    o = run_child("identify", main_bag, urdf, ident_cfg, m, work / f"mem{tag}_{arm}_{m}_{d:g}", "1")
+                    row[f"{m}_mem_s"], row[f"{m}_mem_cpu"], row[f"{m}_mem_rss"] = (o["wall_s"], o["cpu_s"],
+                                                                                  o["peak_rss_mb"])
             rows.append(row)
             print(_format_row(row, args, rows), flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f} (2 cores shared with other work: "
@@ -265,7 +285,8 @@ def _format_row(row, args, rows) -> str:
         parts.append(f"{m} {row[f'{m}_s']:5.1f} s (CPU {row[f'{m}_cpu']:5.1f} s), peak RSS "
                      f"{row[f'{m}_rss']:4.0f} MiB ({growth:+.1f} %)")
         if args.in_memory:
-            parts.append(f"[in memory {row[f'{m}_mem_s']:5.1f} s, {row[f'{m}_mem_rss']:4.0f} MiB]")
+            parts.append(f"[in memory {row[f'{m}_mem_s']:5.1f} s (CPU {row[f'{m}_mem_cpu']:5.1f} s), "
+                         f"{row[f'{m}_mem_rss']:4.0f} MiB]")
     return " | ".join(parts)
 
 
