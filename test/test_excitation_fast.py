@@ -212,3 +212,21 @@ def test_implied_acceleration_rows_leave_the_feasible_set_unchanged(setup, facto
         assert reach <= 1 + 1e-9, (JOINTS[j], reach)
         if dropped:       # tight: the velocity rows alone nearly reach the limit
             assert reach > 0.95, (JOINTS[j], reach)
+
+
+def test_families_that_are_not_trigonometric_polynomials_keep_their_acceleration_rows(setup):
+    """Only the plain Fourier series qualifies (Bernstein's inequality is about
+    trigonometric polynomials): the modified series adds a quintic (rest at both ends),
+    the others are polynomials or moves; all keep their acceleration rows, also at 1.02x
+    the Fourier threshold."""
+    from robot_ident.excitation.designer import DesignSpec, make_parameterisation
+    model, base, _ = setup
+    L, wf = 3, 0.2 * np.pi
+    margins = Margins(position=0.05, velocity=0.05, acceleration=0.05)
+    vel = LimitSpec.from_model(model, {j: 1.0 for j in JOINTS}, margins).velocity
+    limits = LimitSpec.from_model(model, {j: 1.02 * L * wf * v for j, v in zip(JOINTS, vel)}, margins)
+    for family in ("modified_fourier", "polynomial7", "joint_moves"):
+        param = make_parameterisation(DesignSpec(family=family, harmonics=L, base_frequency=wf), JOINTS, limits)
+        pr = ExcitationProblem(model, base, param, limits, "cond", n_samples=30, n_constraint=60)
+        assert not param.acceleration_implied(pr.bounds, float(np.diff(pr.t_con).max())).any(), family
+        assert len(pr.linear_constraints(implied=True)[0]) == len(pr.linear_constraints()[0]), family

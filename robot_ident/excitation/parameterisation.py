@@ -231,20 +231,6 @@ class ModifiedFourierParameters(Parameterisation):
     def to_vector(self, traj) -> np.ndarray:
         return np.concatenate([traj.a.ravel(), traj.b.ravel()])
 
-    def acceleration_implied(self, bounds: Bounds, spacing: float) -> np.ndarray:
-        """A joint's velocity is a trigonometric polynomial of degree L in wf, so by
-        Bernstein's inequality sup |qdd| <= L wf sup |qd| (exact, for every coefficient
-        vector). The velocity rows bound |qd| only on the grid: at the peak t* of |qd|,
-        qd' = 0 and |qd''| <= (L wf)^2 sup |qd| (Bernstein twice), and a grid point lies
-        within spacing / 2 of t*, so sup |qd| <= grid max / (1 - (L wf spacing)^2 / 8).
-        Where L wf times that bound is within the acceleration limit, the acceleration
-        rows can never be the binding ones."""
-        Lw = self.L * self.wf
-        shrink = 1.0 - (Lw * spacing) ** 2 / 8.0
-        if shrink <= 0.0:
-            return np.zeros(self.n, dtype=bool)
-        return Lw * bounds.velocity / shrink <= bounds.acceleration
-
     def box(self, bounds: Bounds):
         amp = _amplitude_box(bounds, self.wf, self.L).ravel()
         hi = np.concatenate([amp, amp])
