@@ -21,20 +21,20 @@ candidate, over each candidate's file in chunks, with the rules of `choose_cutof
 * the same errors when the data cannot decide (then the caller keeps the default
   cutoff with a note, as `settings_with_data_cutoff` does).
 
-Why the figures are exact (to rounding): per joint the training rows
-``[W_b | y_filtered | y_raw]`` (base regressor, filtered and raw effort) are reduced
-by an incremental QR to their R factor (the QR of the previous R stacked on a chunk's
-rows is the QR of all rows so far, Q orthogonal). The stacked R factors are a
-least-squares problem with the rows' W^T W and W^T y, hence the same OLS solution,
-column norms, rank decision and condition number (`least_squares.ols` runs on it
-unchanged, with the true row counts). The scoring rows ``[W_b | y_raw]`` are reduced the
-same way: ``||y_raw - W_b x||^2 = ||R [x; -1]||^2`` for every x, so the held-out sum of
-squared errors at the training solution follows exactly. The dead-band masks are
-computed on windows with margins longer than the reversal guard, so they equal the
-masks of the whole sequence (`compressed.store_chunks`, `_SequenceDeadBand`).
+Why the figures are exact (to rounding): the training rows and the scoring rows each go
+into a `compressed.CompressedAccumulator` (the streamed identification's): per joint
+``[W_std | y_filtered | y_raw]`` reduced by an incremental QR to its R factor (the QR of
+the previous R stacked on a chunk's rows is the QR of all rows so far, Q orthogonal).
+The stacked R factors are a least-squares problem with the rows' W^T W and W^T y, hence
+the same OLS solution, column norms, rank decision and condition number
+(`least_squares.ols` runs on it unchanged, with the true row counts), and
+``||y_raw - W x||^2 = ||R [x; 0; -1]||^2`` for every x, so the held-out sum of squared
+errors at the training solution follows exactly. The dead-band masks are computed on
+windows with margins longer than the reversal guard, so they equal the masks of the
+whole sequence (`compressed.store_chunks`, `_SequenceDeadBand`).
 
 Memory: the filters' windows, a chunk of samples and per joint two R factors of
-``p + 2`` columns (p base parameters), whatever the recording's length; disk: one
+``n_std + 2`` columns, whatever the recording's length; disk: one
 processed-sample file per candidate ((1 + 5 n) x 8 bytes per processed sample each,
 e.g. 30 MB per candidate for 10 min of a 6-joint arm at 200 Hz), the one chosen kept
 for the identification (no second read of the bag).
@@ -52,65 +52,13 @@ from ..errors import IdentificationError, SignalError
 from ..model.transmission import dead_band_rows
 from ..util.blas import single_threaded_blas
 from .auto_cutoff import CANDIDATES_HZ, CutoffChoice, decimated_rate, default_cutoff_note
-from .compressed import CHUNK_SAMPLES, store_chunks
-from .problem import IdentificationProblem
+from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
 
 
 def candidates_for_rate(rate_hz: float, filter_options, candidates=None) -> tuple[float, ...]:
     """The candidates `choose_cutoff` tries on a recording synchronised at `rate_hz`."""
     top = 0.4 * decimated_rate(rate_hz, filter_options)
     return tuple(c for c in (candidates or CANDIDATES_HZ) if c < top)
-
-
-class _BaseRows:
-    """Per joint the R factor of the kept rows [W_b | y | raw] (base regressor columns)."""
-
-    def __init__(self, model, base):
-        self.model, self.base = model, base
-        self.cols = np.asarray(base.independent)
-        self.p = self.cols.size
-        self.R = [np.zeros((0, self.p + 2)) for _ in range(model.n)]
-        self.counts = np.zeros(model.n, dtype=np.int64)
-        self.n_samples = 0
-
-    def add(self, d: ProcessedData, keep: np.ndarray) -> None:
-        self.n_samples += d.n_samples
-        rows = np.flatnonzero(keep.any(axis=1))
-        if not rows.size:
-            return
-        d, keep = d.subset(rows), keep[rows]
-        n = self.model.n
-        Wb = self.model.regressor(d.q, d.qd, d.qdd).reshape(d.n_samples, n, -1)[:, :, self.cols]
-        for j in range(n):
-            k = keep[:, j]
-            m = int(k.sum())
-            if not m:
-                continue
-            block = np.empty((m, self.p + 2))
-            block[:, :self.p] = Wb[k, j, :]
-            block[:, self.p] = d.effort[k, j]
-            block[:, self.p + 1] = d.effort_raw[k, j]
-            self.R[j] = np.linalg.qr(np.vstack([self.R[j], block]), mode="r")
-            self.counts[j] += m
-
-    def problem(self) -> IdentificationProblem:
-        """The compressed OLS problem (raises like `build_problem` when a joint has no row)."""
-        for k, name in enumerate(self.model.joint_names):
-            if self.counts[k] == 0:
-                raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band")
-        stack = np.vstack(self.R)
-        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(self.R)])
-        return IdentificationProblem(stack[:, :self.p], stack[:, self.p], joint, self.model.joint_names,
-                                     self.base.names, self.n_samples, self.base, row_counts=self.counts.copy(),
-                                     model=self.model)
-
-    def raw_rms(self, values: np.ndarray) -> np.ndarray:
-        """Per joint RMS of raw - W_b values over the kept rows."""
-        v = np.zeros(self.p + 2)
-        v[:self.p] = values
-        v[self.p + 1] = -1.0
-        ss = np.array([float(np.sum((R @ v) ** 2)) for R in self.R])
-        return np.sqrt(ss / np.maximum(self.counts, 1))
 
 
 class _SequenceDeadBand:
@@ -231,7 +179,7 @@ def choose_cutoff_stored(model, pb: ProcessedBag, cands, settings, holdout: floa
     scores, rms_all = [], []
     for k, c in enumerate(cands):
         guard = 1.0 / c
-        train, test = _BaseRows(model, base), _BaseRows(model, base)
+        train, test = CompressedAccumulator(model, base), CompressedAccumulator(model, base)
         seq = _SequenceDeadBand(model, thr, guard, int(math.ceil(guard / max(min_step, 1e-9))) + 3)
         fold = _Folds(starts, N, cut, shift, t_first, block_s, folds)
         for a, (d0, m) in zip(range(0, N, chunk), common_chunks()):
@@ -252,7 +200,7 @@ def choose_cutoff_stored(model, pb: ProcessedBag, cands, settings, holdout: floa
             scores.append(math.inf)
             rms_all.append(np.full(model.n, np.inf))
             continue
-        rms = test.raw_rms(values)
+        rms = test.raw_residual_rms(values)
         rms_all.append(rms)
         scores.append(float(np.mean(np.log(np.maximum(rms, 1e-300)))))
     best = int(np.argmin(scores))
