@@ -54,10 +54,6 @@ def decimated_rate(fs: float, opt: FilterOptions) -> float:
     return fs
 
 
-def _decimated_rate(rec: Recording, opt: FilterOptions) -> float:
-    return decimated_rate(rec.sample_rate, opt)
-
-
 def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: Sequence[float] | None = None,
                   block_s: float = 2.0, folds: int = 5, base=None,
                   allowed: Sequence[np.ndarray] | None = None) -> CutoffChoice:
@@ -73,7 +69,7 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
     allowed = None if allowed is None else [np.asarray(allowed[k], bool) for k in keep_idx]
     if not recs:
         raise SignalError("no recording to choose the filter cutoff from")
-    top = 0.4 * min(_decimated_rate(r, settings.filter) for r in recs)
+    top = 0.4 * min(decimated_rate(r.sample_rate, settings.filter) for r in recs)
     cands = tuple(c for c in (candidates or CANDIDATES_HZ) if c < top)
     if not cands:
         raise SignalError(f"no cutoff candidate below 0.4 x the sample rate ({top / 0.4:.4g} Hz)")
