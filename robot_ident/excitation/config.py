@@ -15,6 +15,8 @@
           acceleration_limits: {panda_joint1: 15.0, ...}   # rad/s^2 (or m/s^2), every joint
           effort_limits: false       # true: also keep nominal efforts within URDF effort limits
           start_pose: {panda_joint1: 0.0, ...}             # or a list in joint order
+          position_limits: {joint_1: [-3.14, 3.14], ...}   # the design's range per joint, within the URDF's
+                                     # (default: the URDF's; a continuous joint: +-pi around its start pose)
           joint_weights: {panda_joint1: 1.0, ...}
           max_time: 30.0             # optimiser wall-time budget [s]
           max_evaluations: 0         # 0: no evaluation budget
@@ -55,10 +57,17 @@ class ExcitationConfig:
     joint_weights: Any
     effort_limits: bool
     collision: CollisionSpec = field(default_factory=CollisionSpec)
+    position_limits: dict = field(default_factory=dict)     # joint -> (lower, upper) of the design
 
     def design_spec(self, joints: Sequence[str], **overrides) -> DesignSpec:
         """The DesignSpec for these joints (start pose and weights put in joint order)."""
         kw = dict(self.spec_kwargs)
+        unknown = sorted(set(self.position_limits) - set(joints))
+        if unknown:
+            raise ConfigError(f"excitation.position_limits: joint(s) {', '.join(unknown)} are not designed "
+                              f"({', '.join(joints)})")
+        if self.position_limits:
+            kw["position_limits"] = tuple(self.position_limits.get(j) for j in joints)
         kw["start_pose"] = _per_joint(self.start_pose, joints, "excitation.start_pose")
         kw["joint_weights"] = _per_joint(self.joint_weights, joints, "excitation.joint_weights")
         kw.update({k: v for k, v in overrides.items() if v is not None})
@@ -151,7 +160,8 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
         raise ConfigError(f"{where} must be a mapping")
     known = {"family", "optimizer", "criterion", "harmonics", "base_frequency", "duration", "move_duration",
              "margins", "acceleration_limits", "effort_limits", "start_pose", "joint_weights", "max_time",
-             "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate", "collision"}
+             "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate", "collision",
+             "position_limits"}
     unknown = sorted(set(ex) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -201,7 +211,24 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
     if weights is not None:
         weights = _float_map(weights, f"{where}.joint_weights") if isinstance(weights, Mapping) else weights
     collision = parse_collision_section(ex.get("collision"), f"{where}.collision", base_dir)
-    return ExcitationConfig(joints, kw, margins, acc, start, weights, eff, collision)
+    return ExcitationConfig(joints, kw, margins, acc, start, weights, eff, collision,
+                            _position_limits(ex.get("position_limits"), f"{where}.position_limits"))
+
+
+def _position_limits(d, where) -> dict:
+    """{joint: (lower, upper)} of ``excitation.position_limits`` (absent: {})."""
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise ConfigError(f"{where} must be a mapping joint -> [lower, upper]")
+    out = {}
+    for j, r in d.items():
+        if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in r)
+                and r[0] < r[1]):
+            raise ConfigError(f"{where}.{j} must be [lower, upper] with lower < upper (rad or m), got {r!r}")
+        out[str(j)] = (float(r[0]), float(r[1]))
+    return out
 
 
 def load_excitation_config(path: str | os.PathLike, node: str = "robot_ident") -> ExcitationConfig:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import TrajectoryError
 from .constraints import LimitReport, LimitSpec, check_trajectory
-from .optimizers import OptimizerResult, make_optimizer
+from .optimizers import NoFeasiblePoint, OptimizerResult, make_optimizer
 from .parameterisation import (
     Bounds,
     FourierParameters,
@@ -61,6 +61,7 @@ class DesignSpec:
     point_rate: float = 100.0                 # trajectory_msgs points per second
     optimizer_options: dict = field(default_factory=dict)
     collision_samples: int = 100              # collision-constraint samples (both ends included)
+    position_limits: tuple | None = None      # per joint (lower, upper) or None: the design's own range
 
     def __post_init__(self):
         if self.family not in FAMILIES:
@@ -80,6 +81,7 @@ class DesignResult:
     collision_report: object = None    # CollisionReport of the dense check (None: no collision model given)
     collision_info: str = ""           # what was checked and skipped (CollisionModel.describe)
     collision_environment: dict | None = None   # CollisionModel.to_dict: environment, pairs, skipped
+    range_note: str = ""               # the excitation ranges given to unbounded (continuous) joints
 
     @property
     def valid(self) -> bool:
@@ -106,6 +108,35 @@ def make_parameterisation(spec: DesignSpec, joint_names, limits: LimitSpec) -> P
     if spec.family == "polynomial7":
         return PolynomialParameters(joint_names, spec.duration, start)
     return JointMovesParameters(joint_names, start, spec.move_duration)
+
+
+def design_ranges(limits: LimitSpec, spec: DesignSpec) -> tuple[LimitSpec, str]:
+    """The limits the design keeps: the URDF's, narrowed to ``excitation.position_limits``
+    where the config gives them, and a joint without position limits (continuous) moved
+    within +-pi of its start pose (0 without one): an excitation needs a finite range.
+    Returns the limits and a note naming the ranges given to unbounded joints."""
+    lo, hi = limits.lower.copy(), limits.upper.copy()
+    names = limits.joint_names
+    if spec.position_limits is not None:
+        for k, r in enumerate(spec.position_limits):
+            if r is not None:
+                lo[k], hi[k] = max(lo[k], float(r[0])), min(hi[k], float(r[1]))
+                if not hi[k] > lo[k]:
+                    raise TrajectoryError(f"joint {names[k]!r}: excitation.position_limits {list(r)} do not "
+                                          f"overlap the URDF's [{limits.lower[k]:.4g}, {limits.upper[k]:.4g}]")
+    free = [k for k in range(len(names)) if not (np.isfinite(lo[k]) and np.isfinite(hi[k]))]
+    note = ""
+    if free:
+        c = np.zeros(len(names)) if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
+        for k in free:
+            lo[k] = lo[k] if np.isfinite(lo[k]) else c[k] - np.pi
+            hi[k] = hi[k] if np.isfinite(hi[k]) else c[k] + np.pi
+        note = ("joint(s) without position limits (continuous) excited within +-pi of the start pose: "
+                + ", ".join(f"{names[k]} [{lo[k]:.3f}, {hi[k]:.3f}] rad" for k in free)
+                + "; set excitation.position_limits to choose")
+    if note or spec.position_limits is not None:
+        limits = replace(limits, lower=lo, upper=hi)
+    return limits, note
 
 
 def _tightened(b: Bounds, f: float) -> Bounds:
@@ -146,6 +177,7 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
 
     if limits.joint_names != tuple(model.joint_names):
         raise TrajectoryError("limits and model list different joints")
+    limits, range_note = design_ranges(limits, spec)
     base = base if base is not None else BaseParameters.from_model(model)
     use_collision = collision is not None and collision.active
     if problem is None:
@@ -162,7 +194,11 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
         # With collisions, 15 % of a wall-time budget is kept for the dense check and the
         # refinement rounds (collision/design.py), so the whole design fits the budget.
         t_opt = spec.max_time if spec.max_time is None or not use_collision else 0.85 * spec.max_time
-        res = opt.run(problem, Budget(spec.max_evals, t_opt, spec.cpu_time), seed=spec.seed)
+        try:
+            res = opt.run(problem, Budget(spec.max_evals, t_opt, spec.cpu_time), seed=spec.seed)
+        except NoFeasiblePoint as exc:
+            from .infeasibility import explain_infeasible
+            raise TrajectoryError(f"{exc}; {explain_infeasible(problem, spec.seed)}") from None
     x = res.x
     start = None if spec.start_pose is None else np.asarray(spec.start_pose, dtype=float)
     if start is None and spec.family != "fourier":
@@ -186,4 +222,4 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
     cond, logdet = problem.criterion_report(x, spec.n_evaluation)
     if not np.array_equal(x, res.x):
         res = replace(res, x=x)
-    return DesignResult(traj, spec, limits, cond, logdet, report, res, base.size, crep, info, env)
+    return DesignResult(traj, spec, limits, cond, logdet, report, res, base.size, crep, info, env, range_note)

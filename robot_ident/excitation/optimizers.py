@@ -50,6 +50,10 @@ class OptimizerResult:
     info: dict = field(default_factory=dict)
 
 
+class NoFeasiblePoint(TrajectoryError):
+    """The optimiser evaluated no point that keeps every constraint."""
+
+
 class _Tracker:
     """Best feasible point so far and the convergence history."""
 
@@ -70,7 +74,7 @@ class _Tracker:
     def result(self, name, info=None) -> OptimizerResult:
         self.problem.release()
         if self.best_x is None:
-            raise TrajectoryError(f"optimiser {name!r} evaluated no feasible point within its budget")
+            raise NoFeasiblePoint(f"optimiser {name!r} evaluated no feasible point within its budget")
         return OptimizerResult(name, self.best_x, self.best_f, self.initial_f, self.problem.n_evals,
                                self.problem.elapsed, self.history, info or {})
 

@@ -169,11 +169,12 @@ class ExcitationProblem:
         return criterion_values(self.evaluator.base_regressor(q, qd, qdd), len(t))
 
     # ------------------------------------------------------------ constraints
-    def linear_constraints(self, implied: bool = False):
+    def linear_constraints(self, implied: bool = False, rows: bool = False):
         """(A, b) with A x <= b on the constraint grid. ``implied``: leave out the
         acceleration rows of joints whose velocity rows imply them
         (`Parameterisation.acceleration_implied`; a third fewer rows for the optimiser's
-        QP on the Panda, the same feasible set)."""
+        QP on the Panda, the same feasible set). ``rows``: also (kind, joint) of each row,
+        kind 0/1 position upper/lower, 2/3 velocity, 4/5 acceleration."""
         (qo, qdo, qddo), (Bq, Bqd, Bqdd) = self._con_off, self._con_B
         K = self.param.n_vars
         bd = self.bounds
@@ -183,13 +184,15 @@ class ExcitationProblem:
         A = np.concatenate([Bm.reshape(-1, K) for Bm, _ in blocks])
         b = np.concatenate([np.broadcast_to(r, Bm.shape[:2]).ravel() for Bm, r in blocks])
         keep = np.isfinite(b) & (np.abs(A).sum(1) > 0)
-        if implied and len(self.t_con) > 1:
+        n_t = len(self.t_con)
+        kind = np.repeat(np.arange(6), n_t * self.n)            # block of every row
+        joint = np.tile(np.arange(self.n), 6 * n_t)
+        if implied and n_t > 1:
             spacing = float(np.max(np.diff(self.t_con)))
             drop = self.param.acceleration_implied(bd, spacing)
-            n_t = len(self.t_con)
-            kind = np.repeat(np.arange(6), n_t * self.n)            # block of every row
-            joint = np.tile(np.arange(self.n), 6 * n_t)
             keep &= ~((kind >= 4) & drop[joint])
+        if rows:
+            return A[keep], b[keep], (kind[keep], joint[keep])
         return A[keep], b[keep]
 
     def effort_constraints(self, x):
@@ -246,6 +249,27 @@ class ExcitationProblem:
             f += 1000.0 * (1.0 + cx / max(self.collision.margin, 1e-3))
         return f, xr
 
+    def _clear_centre(self, rng, lo, hi, scal, pool: int = 400) -> np.ndarray:
+        """A random point whose centre pose (the excursions shrunk to nothing: the offset of a
+        Fourier family, the start of the others) keeps every pair's margin, so that shrinking
+        the excursions can end collision-free. The offsets come from a pool of `pool` random
+        centre poses kept if clear (drawn once: on the UR5 over its +-2 pi limits above a
+        floor, about one pose in ten is); without a clear one, any draw."""
+        x = self.repair(rng.uniform(lo, hi))
+        off = self.param.offset_var[self.param.offset_var >= 0]
+        if off.size == 0:
+            return x
+        if getattr(self, "_centre_pool", None) is None:
+            X = rng.uniform(lo, hi, (pool, len(lo)))
+            C = np.array([self.collision.q(np.where(scal, 0.0, xx))[0] for xx in X])
+            ok = (self.collision.cm.distances(C) >= self.collision.margins).all(axis=1)
+            self._centre_pool = X[ok][:, off]
+        if len(self._centre_pool):
+            x = x.copy()
+            x[off] = self._centre_pool[rng.integers(len(self._centre_pool))]
+            x = self.repair(x)
+        return x
+
     def random_start(self, rng: np.random.Generator) -> np.ndarray:
         lo, hi = self.box
         if self.collision is None:
@@ -257,7 +281,7 @@ class ExcitationProblem:
         scal[self.param.offset_var[self.param.offset_var >= 0]] = False
         best, best_ex = None, np.inf
         for _ in range(8):
-            x = self.repair(rng.uniform(lo, hi))
+            x = self._clear_centre(rng, lo, hi, scal)
             for f in (1.0, 0.7, 0.5, 0.35, 0.25):
                 xs = np.where(scal, x * f, x)
                 ex = self.collision.excess(xs, stride=4)

@@ -115,7 +115,7 @@ def _path_distances(cm, qa, qb, lever):
     step = 0.5 * max(cm.margin, 1e-3)
     n = max(2, int(math.ceil(float(np.abs(qb - qa) @ lever) / step)) + 1)
     s = np.linspace(0.0, 1.0, n)[:, None]
-    return cm.distances(qa + s * (qb - qa))
+    return cm.clearances(qa + s * (qb - qa), path=True)
 
 
 def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision, speed_fraction=0.1,
@@ -141,13 +141,13 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
     if collision is None or not collision.active:
         return quintic(q0, q1)
     cm = collision
-    d_now = cm.distances(q0[None])[0]
+    d_now = cm.clearances(q0[None])[0]
     if (d_now < 0).any():
         p = int(np.argmin(d_now))
         raise TrajectoryError(f"the arm is in collision at its current pose ({cm.pair_label(p)}: {d_now[p]:.3g} m); "
                               "not moving")
     thr = np.minimum(cm.margins, d_now - 1e-3)
-    d_goal = cm.distances(q1[None])[0]
+    d_goal = cm.clearances(q1[None])[0]
     if (d_goal < thr).any():
         p = int(np.argmin(d_goal - thr))
         raise TrajectoryError(f"the excitation's start pose is closer than the margin: {cm.pair_label(p)} at "
@@ -160,7 +160,7 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
     def final(traj):
         T = float(traj.duration)
         t = np.linspace(0.0, T, int(math.ceil(T / dt)) + 1)
-        D = cm.distances(traj.sample(t)[0])
+        D = cm.clearances(traj.sample(t)[0], path=True)
         ok = bool((D >= thr).all())
         return ok, report_from_distances(cm, t, D, float(t[1] - t[0]))
 
@@ -181,7 +181,7 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
         v0[rest] = (1 - a) * q0[rest] + a * home[rest]
         v1[rest] = (1 - a) * q1[rest] + a * home[rest]
         pts = [q0, v0] + ([] if np.allclose(v0, v1) else [v1]) + [q1]
-        if all((cm.distances(v[None])[0] >= thr).all() for v in pts[1:-1]) and \
+        if all((cm.clearances(v[None])[0] >= thr).all() for v in pts[1:-1]) and \
                 all(clear(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])):
             traj = ViaApproach(names, tuple(quintic(pa, pb) for pa, pb in zip(pts[:-1], pts[1:])))
             if final(traj)[0]:
@@ -190,7 +190,7 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
     mid = 0.5 * (q0 + q1)
     spread = np.linspace(0.1, 1.0, candidates)[:, None] * (hi - lo) * 0.5
     Q = np.clip(mid + rng.uniform(-1.0, 1.0, (candidates, len(names))) * spread, lo, hi)
-    Dv = cm.distances(Q)
+    Dv = cm.clearances(Q)
     good = np.flatnonzero((Dv >= thr + 2e-3).all(axis=1))
     length = np.abs(Q[good] - q0).sum(1) + np.abs(Q[good] - q1).sum(1)
     for k in good[np.argsort(length)]:

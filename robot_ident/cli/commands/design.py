@@ -90,6 +90,8 @@ def run(args) -> int:
                                                                            else f" ({b['value']:.4g})")
                                   for b in bad))
     save_trajectory(args.output, TrajectoryFile.from_design(result))
+    if result.range_note:
+        print(result.range_note)
     o = result.optimizer
     print(f"{spec.family} trajectory for {len(model.joint_names)} joints, {spec.optimizer}: "
           f"cond {result.cond:.4g}, logdet {result.logdet:.4g} ({result.base_size} base parameters), "

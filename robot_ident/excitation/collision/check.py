@@ -4,7 +4,9 @@
 included; a coarser step is refused unless it is below margin / (2 v_max), where
 v_max bounds the Cartesian speed of any geometry point from the joint speeds and
 the lever bounds of the model) and reports the closest pair, its distance and its
-time, and every pair closer than the margin.
+time, and every pair closer than its margin. Distances are the original geometry's where a
+convex hull is closer than the margin (`CollisionModel.clearances`): a trajectory is never
+accepted on hulls alone near a contact.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ def unchecked_report() -> CollisionReport:
 
 
 def report_from_distances(cm, t, D, dt) -> CollisionReport:
+    """The report of the acceptance distances D (`CollisionModel.clearances`) at times t."""
     margin = cm.margin
     if D.shape[1] == 0:
         return CollisionReport(True, True, margin, dt, len(t), 0, None, None, None)
@@ -79,8 +82,7 @@ def check_collisions(traj, cm, dt: float = 1e-3) -> CollisionReport:
     T = float(traj.duration)
     n_pts = int(np.ceil(T / dt)) + 1
     t = np.linspace(0.0, T, n_pts)
-    q = traj.sample(t)[0]
-    D = cm.distances(q)
+    D = cm.clearances(traj.sample(t)[0], path=True)
     return report_from_distances(cm, t, D, float(t[1] - t[0]) if n_pts > 1 else 0.0)
 
 

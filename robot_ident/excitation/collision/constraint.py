@@ -33,8 +33,9 @@ class CollisionConstraint:
     def __init__(self, cm, param, n_samples: int = 100, activation: float = 0.1):
         self.cm, self.param = cm, param
         self.margin = float(cm.margin)
-        self.margins = np.asarray(cm.margins, dtype=float)        # per pair
-        self.cap = self.margins + float(activation)
+        self.margins = np.asarray(cm.hull_margins, dtype=float)   # per pair, on the hulls
+        self._activation = float(activation)
+        self.cap = self.margins + self._activation
         self.beta = 30.0 / max(self.margin, 1e-3)
         T = param.duration
         self.set_times(np.linspace(0.0, T, max(2, int(n_samples))))
@@ -47,6 +48,15 @@ class CollisionConstraint:
 
     def add_times(self, t_new):
         self.set_times(np.concatenate([self.t, np.asarray(t_new, dtype=float)]))
+
+    def tighten(self, D, margins):
+        """Raise the hull margin of each pair whose acceptance distances D (N, P) fell short of
+        `margins` by the shortfall (capped at `margins`): the hulls kept their margin where the
+        original geometry did not keep its own."""
+        short = np.maximum(0.0, margins - D.min(axis=0)) if D.size else np.zeros(0)
+        self.margins = np.minimum(self.margins + np.where(short > 0, short + 1e-3, 0.0), margins)
+        self.cap = self.margins + self._activation
+        self._cache_key = None
 
     def q(self, x):
         return self._q_off + self._Bq @ np.asarray(x, dtype=float)

@@ -14,18 +14,18 @@ def check_start_clearance(cm, param, spec):
     start = getattr(param, "start", None)
     if spec.family == "fourier" or start is None:
         return
-    d = cm.distances(np.asarray(start, dtype=float)[None])[0]
+    d = cm.clearances(np.asarray(start, dtype=float)[None])[0]
     if d.size and (d - cm.margins).min() < 0:
         p = int(np.argmin(d - cm.margins))
-        raise TrajectoryError(f"the start pose is closer than the collision margin {cm.margin:g} m: "
-                              f"{cm.pair_label(p)} at {d[p]:.3g} m; give excitation.start_pose elsewhere")
+        raise TrajectoryError(f"the start pose is closer than the collision margin: {cm.pair_label(p)} at "
+                              f"{d[p]:.3g} m (margin {cm.margins[p]:.3g} m); give excitation.start_pose elsewhere")
 
 
 def dense_distances(traj, cm, dt):
     T = float(traj.duration)
     n_pts = int(np.ceil(T / dt)) + 1
     t = np.linspace(0.0, T, n_pts)
-    return t, cm.distances(traj.sample(t)[0]), (float(t[1] - t[0]) if n_pts > 1 else 0.0)
+    return t, cm.clearances(traj.sample(t)[0], path=True), (float(t[1] - t[0]) if n_pts > 1 else 0.0)
 
 
 def _new_times(t, D, margins, limit=60):
@@ -89,6 +89,7 @@ def enforce_collision_free(problem, param, x, cm, spec, limit_repair, scale, rou
             return x, traj, lrep, crep
         if not crep.valid:
             problem.collision.add_times(_new_times(t, D, cm.margins))
+            problem.collision.tighten(D, cm.margins)
         xn = refine(slsqp, problem, x, refine_time)
         if xn is None:
             break

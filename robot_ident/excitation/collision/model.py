@@ -3,22 +3,17 @@ GeometryModel (coal underneath), the environment, the checked pairs, and signed
 distances with their exact gradients.
 
 * The meshes and boxes of each body (a joint of the reduced model, with the links locked
-  or fixed to it) are replaced by one convex hull (qhull through coal, `convex_hull`):
-  a hull contains the mesh, so a distance kept on hulls is kept on the meshes (a
-  conservative check), and hull-hull distances are signed (penetration depth from
-  EPA) with witness points and normal, which the optimiser needs; they are also an
-  order of magnitude faster than mesh-mesh BVH distances.
-* Checked pairs: every pair of bodies of the reduced model (identified joints;
-  locked links belong to their parent's body) that are neither the same body nor
-  adjacent (one body's joint is the other's parent), each moving body against the
-  environment (floor half-space, boxes), minus the SRDF's ``disable_collisions``
-  pairs, minus the self pairs closer than the margin at the neutral pose (they touch
-  by construction: the list is kept in ``skipped_neutral`` and printed). Environment
-  pairs closer than the margin at the neutral pose stay checked (the neutral pose is
-  then not allowed); if no sampled pose gets them farther than twice the margin, their
-  own margin (``margins``, per pair) is their neutral clearance less 2 mm
-  (``reduced_margin``, printed).
-* ``distances(Q)`` gives (N, P) signed distances; ``distances_and_jacobians(Q)`` adds
+  or fixed to it) are replaced by one convex hull (hulls.py); the optimiser's distances
+  and gradients are on the hulls. The original geometry (originals.py) is the truth:
+  `clearances` measures it wherever a hull is closer than the pair's margin, and every
+  acceptance (`check_collisions`, the approach) is on `clearances`.
+* Checked pairs: every pair of bodies of the reduced model (identified joints; locked
+  links belong to their parent's body) and each moving body against the environment
+  (floor half-space, boxes), less the pairs left out with proof (pairs.py: same or
+  adjacent body, the SRDF, always in contact over poses sampled inside the joint
+  limits). A pair close by construction is checked with a reduced margin. Every
+  decision is kept in ``decisions`` (with its reason) and printed.
+* ``distances(Q)`` gives (N, P) signed hull distances; ``distances_and_jacobians(Q)`` adds
   dd/dq, the contact normal through the frame Jacobians at the witness points:
   d d / d q = n . (J_p2 - J_p1), J_p = J_v - [p]x J_w (WORLD-frame joint Jacobians).
 """
@@ -30,91 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-try:                                # Pinocchio 4 ships coal; Pinocchio 3 hpp-fcl
-    import coal
-except ImportError:                 # pragma: no cover - Pinocchio 3
-    import hppfcl as coal
-
 from ...errors import ModelError
+from ._coal import coal
+from .hulls import body_hulls
+from .originals import OriginalGeometry
+from .pairs import PairDecision, decide_pairs, in_limit_poses
 from .resolve import collision_links, resolve_collision_meshes
 from .spec import CollisionSpec
 from .srdf import disabled_link_pairs
-
-
-def convex_hull(vertices: np.ndarray, name: str = ""):
-    """coal Convex hull of a mesh's vertices (qhull, through coal; SciPy's qhull otherwise).
-
-    Not ``BVHModel.buildConvexRepresentation``: in the pin wheel's coal it keeps every mesh
-    vertex and the mesh's own adjacency, and the hill-climbing support function then stops
-    in a local optimum: the UR5's upper arm pointing 0.39 m into the floor was reported
-    3 cm above it."""
-    vec3 = getattr(coal, "StdVec_Vec3s", None) or coal.StdVec_Vec3f      # coal | hpp-fcl (Pinocchio 3)
-    pts = vec3()
-    for v in vertices:
-        pts.append(np.asarray(v, dtype=float))
-    try:
-        return coal.Convex.convexHull(pts, True, None)
-    except Exception:  # noqa: BLE001 - coal built without qhull
-        from scipy.spatial import ConvexHull
-        try:
-            h = ConvexHull(vertices)
-        except Exception as exc:  # noqa: BLE001 - flat or degenerate mesh
-            raise ModelError(f"collision mesh {name!r}: cannot build its convex hull: {exc}") from exc
-        remap = {int(v): k for k, v in enumerate(h.vertices)}
-        hp = vec3()
-        for v in vertices[h.vertices]:
-            hp.append(np.asarray(v, dtype=float))
-        tris = coal.StdVec_Triangle()
-        for a, b, c in h.simplices:
-            tris.append(coal.Triangle(remap[int(a)], remap[int(b)], remap[int(c)]))
-        return coal.Convex(hp, tris)
-
-
-def _points(g) -> np.ndarray | None:
-    """Points whose convex hull is the geometry, in its joint's frame (meshes: vertices; boxes:
-    corners); None for curved primitives (kept as they are)."""
-    geo = g.geometry
-    if hasattr(geo, "vertices"):
-        v = np.asarray(geo.vertices())
-    elif isinstance(geo, coal.Box):
-        h = np.asarray(geo.halfSide)
-        v = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * h
-    else:
-        return None
-    return v @ g.placement.rotation.T + g.placement.translation
-
-
-def _body_hulls(model, gm):
-    """One convex hull per body (joint of the reduced model) of all its mesh and box
-    geometries; curved primitives stay separate. Returns the new GeometryModel and, per
-    geometry, the links it covers. A body's hull contains each of its parts (conservative),
-    and the Panda's hand, fingers and link 7 then make one geometry instead of ten: far
-    fewer pairs, and no same-body pairs."""
-    out, members = pin.GeometryModel(), []
-    groups: dict[int, list] = {}
-    for g in gm.geometryObjects:
-        groups.setdefault(int(g.parentJoint), []).append(g)
-    for joint, gs in groups.items():
-        pts, links, rest = [], [], []
-        for g in gs:
-            p = _points(g)
-            link = model.frames[g.parentFrame].name
-            if p is None:
-                rest.append((g, link))
-            else:
-                pts.append(p)
-                if link not in links:
-                    links.append(link)
-        if pts:
-            name = "+".join(links)
-            first = next(g for g in gs if _points(g) is not None)
-            out.addGeometryObject(pin.GeometryObject(name, joint, first.parentFrame, pin.SE3.Identity(),
-                                                     convex_hull(np.vstack(pts), name)))
-            members.append(tuple(links))
-        for g, link in rest:
-            out.addGeometryObject(pin.GeometryObject(g))
-            members.append((link,))
-    return out, members
 
 
 @dataclass(frozen=True)
@@ -143,14 +61,14 @@ class CollisionModel:
         self.has_geometry = bool(self.links_with_geometry)
         model = robot.model
         self.model, self.data = model, model.createData()
-        gm = pin.GeometryModel()
+        orig = pin.GeometryModel()
         if self.has_geometry:
             xml = resolve_collision_meshes(robot.urdf_xml, robot.urdf_label, self.spec.package_dirs, urdf_dir)
             try:
-                gm = pin.buildGeomFromUrdfString(model, xml, pin.COLLISION)
+                orig = pin.buildGeomFromUrdfString(model, xml, pin.COLLISION)
             except Exception as exc:  # Pinocchio raises ValueError/RuntimeError by version
                 raise ModelError(f"Pinocchio cannot read the collision geometry of {robot.urdf_label}: {exc}") from exc
-        gm, members = _body_hulls(model, gm)
+        gm, members, groups = body_hulls(model, orig)
         self.n_robot_geometries = len(gm.geometryObjects)
         env = []
         if self.has_geometry and self.spec.floor is not None:
@@ -159,9 +77,12 @@ class CollisionModel:
         if self.has_geometry:
             for b in self.spec.boxes:
                 env.append(pin.GeometryObject(f"box:{b.name}", 0, 0, b.placement(), coal.Box(*b.size)))
-        for g in env:
+        for g in env:                     # the environment is its own original geometry
             gm.addGeometryObject(g)
+            groups.append((len(orig.geometryObjects),))
+            orig.addGeometryObject(pin.GeometryObject(g))
         self.geom_model = gm
+        self.originals = OriginalGeometry(model, orig, groups)
         self._names = [g.name for g in gm.geometryObjects]
         self._link = [members[i][0] if i < self.n_robot_geometries else g.name
                       for i, g in enumerate(gm.geometryObjects)]
@@ -192,50 +113,43 @@ class CollisionModel:
         return cands, same, adjacent
 
     def _build_pairs(self):
+        """The pairs checked and their margins, decided at poses inside the joint limits (pairs.py)."""
         cands, self.n_same_body, self.n_adjacent = self._candidate_pairs()
-        self.skipped_srdf: list[tuple[str, str]] = []
+        decisions: list[PairDecision] = []
         if self.spec.srdf:
             dis = disabled_link_pairs(self.spec.srdf)
             keep = []
             for i, j, kind in cands:
                 # a body pair is skipped when the SRDF disables every link pair between them
                 if all(frozenset((a, b)) in dis for a in self._members[i] for b in self._members[j]):
-                    self.skipped_srdf.append((self._names[i], self._names[j]))
+                    decisions.append(PairDecision(self._names[i], self._names[j], kind, "skipped",
+                                                  f"disabled by the SRDF {self.spec.srdf}"))
                 else:
                     keep.append((i, j, kind))
             cands = keep
         self._set_pairs(cands)
-        self.skipped_neutral: list[tuple[str, str, float]] = []
-        self.reduced_margin: list[tuple[str, str, float]] = []
-        margins = {}
+        margins, hull_margins = {}, {}
         if cands:
-            d0 = self.distances(np.zeros((1, self.robot.n)))[0]
-            Dr = None
-            if any(k == "environment" and d < self.margin for (_, _, k), d in zip(cands, d0)):
-                # An environment pair that never gets much farther than the margin from the
-                # obstacle (best clearance over random poses < 2 margins: the UR5's upper arm
-                # turns about an axis 8.9 cm above its mounting plane, its hull 2.9-3.2 cm above
-                # it whatever the angle) keeps its clearance at the neutral pose less 2 mm
-                # instead of the margin (listed). Otherwise the full margin (the neutral pose
-                # is then simply not allowed).
-                lo = np.where(np.isfinite(self.robot.limits.lower), self.robot.limits.lower, -np.pi)
-                hi = np.where(np.isfinite(self.robot.limits.upper), self.robot.limits.upper, np.pi)
-                Qr = np.random.default_rng(0).uniform(lo, hi, (64, self.robot.n))
-                Dr = np.vstack([d0, self.distances(Qr)]).max(axis=0)
+            Q = in_limit_poses(self.robot.limits.lower, self.robot.limits.upper)
+            Qpin = self.robot._pin_q(Q)
+            D = self.distances(Q)
+            pairs = [(i, j) for i, j, _ in cands]
+
+            def original(k, rows):
+                return self.originals.distances(Qpin[rows], [pairs[k]])[:, 0]
+
+            made = decide_pairs([(self._names[i], self._names[j]) for i, j, _ in cands], [c[2] for c in cands],
+                                D, original, self.margin)
             keep = []
-            for k, (i, j, kind) in enumerate(cands):
-                d = float(d0[k])
-                if d >= self.margin:
+            for (i, j, kind), dec in zip(cands, made):
+                if dec.status != "skipped":
                     keep.append((i, j, kind))
-                elif kind == "self":
-                    self.skipped_neutral.append((self._names[i], self._names[j], d))
-                else:
-                    keep.append((i, j, kind))
-                    if Dr[k] < 2 * self.margin:
-                        margins[(i, j)] = max(0.0, d - 2e-3)
-                        self.reduced_margin.append((self._names[i], self._names[j], margins[(i, j)]))
+                    margins[(i, j)], hull_margins[(i, j)] = dec.margin, dec.hull_margin
+            decisions += made
             self._set_pairs(keep)
-        self.margins = np.array([margins.get((int(i), int(j)), self.margin) for i, j in zip(self._pi, self._pj)])
+        self.decisions: tuple[PairDecision, ...] = tuple(decisions)
+        self.margins = np.array([margins[(int(i), int(j))] for i, j in zip(self._pi, self._pj)])
+        self.hull_margins = np.array([hull_margins[(int(i), int(j))] for i, j in zip(self._pi, self._pj)])
 
     def _set_pairs(self, cands):
         gm = self.geom_model
@@ -265,34 +179,32 @@ class CollisionModel:
         return self.has_geometry and self.n_pairs > 0
 
     def describe(self) -> str:
-        """One paragraph for the command line: what is checked and what was skipped."""
+        """One paragraph for the command line: what is checked, and every pair left out or
+        given a reduced margin with the reason."""
         if not self.has_geometry:
             return "no <collision> geometry in the URDF: self-collisions and obstacles are NOT checked"
         env = (["floor z = %g m" % self.spec.floor] if self.spec.floor is not None else []) + \
               [f"box {b.name}" for b in self.spec.boxes]
         n_env = sum(p.kind == "environment" for p in self.pairs)
-        s = (f"collision model: {self.n_robot_geometries} geometries (convex hulls), {self.n_pairs} pairs checked "
-             f"({self.n_pairs - n_env} self, {n_env} environment: {', '.join(env) or 'none'}), "
-             f"margin {self.margin:g} m; skipped: {self.n_same_body} same-body, {self.n_adjacent} adjacent")
-        if self.spec.srdf:
-            s += f", {len(self.skipped_srdf)} by the SRDF"
-        if self.reduced_margin:
-            s += (f"; structurally close to the environment, margin reduced for {len(self.reduced_margin)} pair(s): "
-                  + "; ".join(f"{a} - {b} ({d:.3g} m)" for a, b, d in self.reduced_margin))
-        if self.skipped_neutral:
-            s += f", {len(self.skipped_neutral)} closer than the margin at the neutral pose: " + "; ".join(
-                f"{a} - {b} ({d:.3g} m)" for a, b, d in self.skipped_neutral)
+        s = (f"collision model: {self.n_robot_geometries} geometries (convex hulls, original meshes where a hull "
+             f"is closer than the margin), {self.n_pairs} pairs checked ({self.n_pairs - n_env} self, {n_env} "
+             f"environment: {', '.join(env) or 'none'}), margin {self.margin:g} m; "
+             f"left out: {self.n_same_body} same-body, {self.n_adjacent} adjacent")
+        for status, head in (("skipped", "left out"), ("reduced", "reduced margin")):
+            ds = [d for d in self.decisions if d.status == status]
+            if ds:
+                s += f"; {head} ({len(ds)}): " + "; ".join(f"{d.label}: {d.reason}" for d in ds)
         return s
 
     def to_dict(self) -> dict:
-        """The environment and the pair selection, for the trajectory file."""
+        """The environment and the pair selection, for the trajectory file: every pair left out
+        or checked with a reduced margin, with the reason."""
         d = self.spec.environment_dict()
         d.update({"geometries": self.n_robot_geometries, "pairs": self.n_pairs,
-                  "convex_hulls": True,
+                  "convex_hulls": True, "original_geometry_checked": True,
                   "skipped": {"same_body": self.n_same_body, "adjacent": self.n_adjacent,
-                              "srdf": [list(p) for p in self.skipped_srdf],
-                              "neutral_contact": [[a, b, d_] for a, b, d_ in self.skipped_neutral]},
-                  "reduced_margins": [[a, b, m] for a, b, m in self.reduced_margin]})
+                              "pairs": [x.to_dict() for x in self.decisions if x.status == "skipped"]},
+                  "reduced_margins": [x.to_dict() for x in self.decisions if x.status == "reduced"]})
         return d
 
     # -------------------------------------------------------------- distances
@@ -308,6 +220,42 @@ class CollisionModel:
             pin.computeDistances(m, d, gm, gd, to_q(q))
             out[s] = [r.min_distance for r in res]
         return out
+
+    def clearances(self, Q, D=None, path: bool = False) -> np.ndarray:
+        """(N, P) distances a pose is accepted on: the hull distance where it keeps the pair's
+        margin (the hull contains the original geometry), the original geometry's elsewhere.
+        `D`: the hull distances at Q if already computed. ``path``: Q are consecutive samples
+        of one motion; the original geometry is then measured only where the last measured
+        distance of the pair, less the most the two bodies can have moved relative to each
+        other since (2 sum_i |dq_i| r_i, r_i the lever bound of joint i), could have crossed
+        the margin; in between the distance is that bound (below the margin: the last one)."""
+        Q = np.atleast_2d(np.asarray(Q, dtype=float))
+        D = self.distances(Q) if D is None else np.array(D, dtype=float, copy=True)
+        close = D < self.margins
+        if not close.any():
+            return D
+        pairs = list(zip(self._pi.tolist(), self._pj.tolist()))
+        if not path:
+            rows = np.flatnonzero(close.any(axis=1))
+            sub, mask = D[rows], close[rows]
+            sub[mask] = self.originals.distances(self.robot._pin_q(Q[rows]), pairs, mask)[mask]
+            D[rows] = sub
+            return D
+        if getattr(self, "_lever", None) is None:
+            self._lever = self.lever_bounds()
+        moved = np.r_[0.0, np.cumsum(2.0 * np.abs(np.diff(Q, axis=0)) @ self._lever)]
+        Qpin = self.robot._pin_q(Q[close.any(axis=1)])
+        where = np.full(len(Q), -1)
+        where[close.any(axis=1)] = np.arange(len(Qpin))
+        for k in np.flatnonzero(close.any(axis=0)):
+            m, s0, d0 = self.margins[k], -1, 0.0
+            for s in np.flatnonzero(close[:, k]):
+                if s0 >= 0 and abs(d0 - m) > moved[s] - moved[s0]:
+                    D[s, k] = d0 - (moved[s] - moved[s0]) if d0 >= m else d0
+                    continue
+                s0 = s
+                d0 = D[s, k] = self.originals.distances(Qpin[where[s]:where[s] + 1], [pairs[k]])[0, 0]
+        return D
 
     def distances_and_jacobians(self, Q, active_below: float = np.inf):
         """(D (N, P), J (N, P, n)): distances and dd/dq (identified joint order); rows of pairs
