@@ -11,12 +11,13 @@ acceleration limits from the config below, margins 0.05 rad / 5 %):
   (b') first 3 joints, rigid-body parameters only (source B's setting; it reports
        cond 9.47 after 100 QGA generations for its own arm and parameter set)
 
-With collision constraints (issue 11; ``--problems ur5,panda-col``): the UR5 (meshes,
-acceleration limits 5/5/6/8/8/8 rad/s^2) and the Panda (7 joints), SLSQP, Fourier
-family, floor at the base plane, margin 3 cm, designed without and with the collision
-constraints; reported: cond, wall and CPU time (on a shared machine the CPU time is
-the one-core figure), and the closest pair / distance / time of the dense (1 ms)
-collision check of each result.
+With collision constraints (issues 11, 25; ``--problems ur5,panda-col,jaco2,xarm7``): the
+UR5 (meshes, acceleration limits 5/5/6/8/8/8 rad/s^2), the Panda (7 joints), the Kinova
+JACO2 (continuous joints 1, 4, 6: +-pi) and the xArm7, SLSQP, Fourier family, floor at the
+base plane, margin 3 cm, designed without and with the collision constraints; reported:
+cond, wall and CPU time (on a shared machine the CPU time is the one-core figure), the
+closest pair of robot_ident's dense (1 ms) check and the closest pair on the original
+meshes by the tests' independent checker (test/collision_oracle.py).
 
 Each optimiser gets the same wall-time budget per problem (with --cpu the same CPU-time
 budget, the one-core figure on a shared machine; with --evals the same evaluation
@@ -102,9 +103,11 @@ def main(argv=None) -> int:
                          "default descent)")
     ap.add_argument("--cpu", action="store_true",
                     help="time budgets in CPU seconds of this process (fair on a shared machine)")
-    ap.add_argument("--problems", default="a,b,b'", help="a, b, b', ur5, panda-col (comma separated)")
+    ap.add_argument("--problems", default="a,b,b'",
+                    help="a, b, b', ur5, panda-col, jaco2, xarm7 (comma separated)")
     ap.add_argument("--time-ur5", type=float, default=120.0, help="wall budget, UR5 with collisions [s]")
-    ap.add_argument("--time-panda", type=float, default=60.0, help="wall budget, Panda with collisions [s]")
+    ap.add_argument("--time-panda", type=float, default=60.0,
+                    help="wall budget, Panda, JACO2 and xArm7 with collisions [s]")
     ap.add_argument("--collision-only", action="store_true",
                     help="ur5 / panda-col: skip the design without collision constraints")
     args = ap.parse_args(argv)
@@ -125,7 +128,7 @@ def main(argv=None) -> int:
     print(f"budget: {'%d evaluations' % args.evals if args.evals else 'equal CPU time' if args.cpu else 'equal wall time'}, "
           f"seeds: {args.seeds}, BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS')}")
     for key in args.problems.split(","):
-        if key in ("ur5", "panda-col"):
+        if key in COLLISION_PROBLEMS:
             collision_problem(key, cfg, args)
             continue
         title, joints, friction, t_budget = problems[key]
@@ -163,37 +166,58 @@ def main(argv=None) -> int:
 
 UR5_ACC = {"shoulder_pan_joint": 5.0, "shoulder_lift_joint": 5.0, "elbow_joint": 6.0, "wrist_1_joint": 8.0,
            "wrist_2_joint": 8.0, "wrist_3_joint": 8.0}
+# arm: (folder, URDF, joints or None, acceleration limits, SRDF the independent check honours)
+ARMS = {
+    "ur5": ("ur_description/urdf", "ur5_robot.urdf", None, UR5_ACC, None),
+    "panda-col": ("panda_description/urdf", "panda.urdf", PANDA, None, "panda_description/srdf/panda.srdf"),
+    "jaco2": ("kinova_description/robots", "kinova.urdf", tuple(f"j2s6s200_joint_{i}" for i in range(1, 7)),
+              [3.0] * 6, None),
+    "xarm7": ("xarm_description/urdf", "xarm7.urdf", tuple(f"joint{i}" for i in range(1, 8)), [8.0] * 7, None),
+}
+COLLISION_PROBLEMS = tuple(ARMS)
 
 
 def collision_problem(key, panda_cfg, args):
+    """One arm of example-robot-data with its meshes, a floor at its base plane, margin 3 cm:
+    cond, time, robot_ident's dense check, and the closest pair on the ORIGINAL meshes by the
+    independent checker of the tests (test/collision_oracle.py: every non-adjacent link pair
+    not disabled by the vendor's SRDF, and the floor, every 1 ms)."""
+    from dataclasses import replace
+
     from robot_ident.excitation.collision import CollisionModel, CollisionSpec, check_collisions
     from robot_ident.excitation.designer import DesignSpec
+    sys.path.insert(0, str(ROOT / "test"))
+    from collision_oracle import trajectory_clearance
 
-    purdf = panda_urdf()
-    share = purdf.parents[4]
-    if key == "ur5":
-        urdf = purdf.parents[2] / "ur_description" / "urdf" / "ur5_robot.urdf"
-        model = RobotModel(urdf)
-        limits = LimitSpec.from_model(model, UR5_ACC, panda_cfg.margins)
-        budget, title = args.time_ur5, "UR5 6 joints"
-    else:
-        model = RobotModel(purdf, PANDA)
-        limits = LimitSpec.from_model(model, panda_cfg.acceleration_limits, panda_cfg.margins)
-        budget, title = args.time_panda, "Panda 7 joints"
+    robots = panda_urdf().parents[2]
+    share = robots.parents[1]
+    folder, name, joints, acc, srdf = ARMS[key]
+    urdf = robots / folder / name
+    model = RobotModel(urdf, joints)
+    limits = LimitSpec.from_model(model, acc or panda_cfg.acceleration_limits, panda_cfg.margins)
+    budget = {"ur5": args.time_ur5, "panda-col": args.time_panda}.get(key, args.time_panda)
+    t0 = time.process_time()
     cm = CollisionModel(model, CollisionSpec(package_dirs=(str(share),)))
+    t_model = time.process_time() - t0
     base = BaseParameters.from_model(model)
-    print(f"\n{title}, collisions: {base.size} base parameters, fourier, 5 harmonics, budget {budget:g} s")
+    print(f"\n{key} ({len(model.joint_names)} joints), collisions: {base.size} base parameters, fourier, 5 harmonics, "
+          f"budget {budget:g} {'CPU ' if args.cpu else ''}s; collision model {t_model:.1f} s CPU")
     print(cm.describe())
-    print(f"{'constraints':<12} {'wall s':>7} {'cpu s':>7} {'cond':>8}  dense collision check (1 ms)")
+    print(f"{'constraints':<12} {'wall s':>7} {'cpu s':>7} {'cond':>9}  dense check (1 ms) / original meshes "
+          "(independent)")
     for with_col in ((True,) if args.collision_only else (False, True)):
-        spec = DesignSpec(family="fourier", max_time=budget, seed=0)
+        spec = replace(DesignSpec(family="fourier", max_time=budget, seed=0), cpu_time=args.cpu)
         t0, c0 = time.perf_counter(), time.process_time()
         res = design_excitation(model, limits, spec, base=base, collision=cm if with_col else None)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         rep = check_collisions(res.trajectory, cm, 1e-3)
-        print(f"{'with' if with_col else 'without':<12} {wall:>7.1f} {cpu:>7.1f} {res.cond:>8.2f}  "
-              f"{'pass' if rep.valid else 'FAIL'}: closest {rep.closest_pair} {rep.closest_distance:.4f} m "
-              f"at t={rep.closest_time:.3f} s; limits {'pass' if res.report.valid else 'FAIL'}")
+        clear = trajectory_clearance(urdf, model.joint_names, res.trajectory, package_dirs=(str(share),), floor=0.0,
+                                     srdf=None if srdf is None else robots / srdf)
+        (la, lb), (d, t) = min(clear.items(), key=lambda kv: kv[1][0])
+        print(f"{'with' if with_col else 'without':<12} {wall:>7.1f} {cpu:>7.1f} {res.cond:>9.2f}  "
+              f"{'pass' if rep.valid else 'FAIL'}: closest {rep.closest_pair} {rep.closest_distance:.4f} m; "
+              f"meshes: {'contact' if d <= 0 else 'no contact'}, closest {la} - {lb} {d:.4f} m at t={t:.3f} s; "
+              f"limits {'pass' if res.report.valid else 'FAIL'}", flush=True)
 
 
 if __name__ == "__main__":

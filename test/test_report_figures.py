@@ -220,3 +220,14 @@ def test_a_regrouped_friction_term_is_left_out_not_drawn_wrong(tmp_path):
     result["robot"]["friction_model"]["blocks"] = ["Fv"]          # no Coulomb term in the model: Fc = 0
     d = build(ReportInputs(tmp_path, result=result, samples=samples))
     assert [f.joint for f in d.friction] == ["j1", "j2"] and d.friction[0].coulomb == 0.0
+
+
+def test_collision_pair_decisions_list_every_pair_left_out_or_reduced_with_its_reason():
+    doc = {"collision": {"skipped": {"same_body": 0, "adjacent": 6,
+                                     "pairs": [{"pair": "a - b", "status": "skipped", "reason": "disabled by the SRDF x"}]},
+                         "reduced_margins": [{"pair": "c - d", "status": "reduced", "reason": "close by construction",
+                                              "margin": 0.0116}]}}
+    rows = F.collision_pair_decisions(doc)
+    assert rows == [{"pair": "a - b", "status": "left out", "margin": None, "reason": "disabled by the SRDF x"},
+                    {"pair": "c - d", "status": "reduced margin", "margin": 0.0116, "reason": "close by construction"}]
+    assert F.collision_pair_decisions({}) == [] and F.collision_pair_decisions({"collision": {"skipped": 3}}) == []

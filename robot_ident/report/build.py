@@ -32,6 +32,7 @@ class ReportData:
     coverage: list | None = None
     margins: list = field(default_factory=list)
     collision: dict = field(default_factory=dict)
+    collision_pairs: list = field(default_factory=list)     # pairs left out / with a reduced margin, and why
     findings: list = field(default_factory=list)
 
     @property
@@ -153,6 +154,7 @@ def build(inp: ReportInputs) -> ReportData:
     if inp.trajectory is not None:
         d.margins = F.trajectory_margins(inp.trajectory)
         d.collision = F.collision_fields(inp.trajectory)
+        d.collision_pairs = F.collision_pair_decisions(inp.trajectory)
 
     ratios = {row["joint"]: row["ratio"] for row in d.validation_rows}
     d.findings = recorded_findings(r, inp.validation) + numeric_findings(r, ratios, d.friction, d.bounds)

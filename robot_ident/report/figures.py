@@ -375,6 +375,17 @@ def trajectory_margins(doc: dict) -> list[dict]:
     return rows
 
 
+def collision_pair_decisions(doc: dict) -> list[dict]:
+    """Every collision pair the trajectory's design left out or checked with a reduced margin,
+    with the reason ({pair, status, margin, reason}), from the file's ``collision`` section."""
+    col = (doc or {}).get("collision") or {}
+    skipped = (col.get("skipped") or {}).get("pairs") or [] if isinstance(col.get("skipped"), dict) else []
+    rows = [dict(r, status="left out") for r in skipped if isinstance(r, dict)]
+    rows += [dict(r, status="reduced margin") for r in col.get("reduced_margins") or [] if isinstance(r, dict)]
+    return [{"pair": r.get("pair"), "status": r["status"], "margin": r.get("margin"), "reason": r.get("reason")}
+            for r in rows]
+
+
 def collision_fields(doc: dict) -> dict:
     """The collision part of a trajectory file's report (issue 11's fields, whatever their
     exact names): every scalar under a key containing 'collision', flattened."""

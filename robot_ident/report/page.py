@@ -217,6 +217,11 @@ def excitation_html(d: ReportData) -> str:
         if d.collision:
             parts.append("<h3>Collision margins (distances in m, times in s)</h3>")
             parts.append(table(["field", "value"], [[k, v] for k, v in d.collision.items()]))
+        if d.collision_pairs:
+            parts.append("<h3>Collision pairs left out or checked with a reduced margin</h3>")
+            parts.append(table(["pair", "status", "reason", "margin [m]"],
+                               [[c["pair"], c["status"], c["reason"], c["margin"]] for c in d.collision_pairs],
+                               numeric_from=3))
     if not parts:
         parts.append("<p>No identification data in this folder.</p>")
     return "".join(parts)
