@@ -212,7 +212,7 @@ def collision_problem(key, panda_cfg, args):
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         rep = check_collisions(res.trajectory, cm, 1e-3)
         clear = trajectory_clearance(urdf, model.joint_names, res.trajectory, package_dirs=(str(share),), floor=0.0,
-                                     srdf=None if srdf is None else robots / srdf)
+                                     srdf=None if srdf is None else robots / srdf, only_below=0.1)
         (la, lb), (d, t) = min(clear.items(), key=lambda kv: kv[1][0])
         print(f"{'with' if with_col else 'without':<12} {wall:>7.1f} {cpu:>7.1f} {res.cond:>9.2f}  "
               f"{'pass' if rep.valid else 'FAIL'}: closest {rep.closest_pair} {rep.closest_distance:.4f} m; "

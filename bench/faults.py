@@ -33,11 +33,11 @@ from robot_ident.estimation.pipeline import (  # noqa: E402
     base_parameters,
     identification_config,
     identify,
-    load_model,
     process_segments,
     split_holdout,
 )
 from robot_ident.estimation.plausibility import enforce  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402

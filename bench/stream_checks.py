@@ -26,7 +26,8 @@ from robot_ident.cli import main  # noqa: E402
 from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.bag_processed import process_bag  # noqa: E402
 from robot_ident.estimation.input_checks import check_input  # noqa: E402
-from robot_ident.estimation.pipeline import identification_config, load_model  # noqa: E402
+from robot_ident.estimation.pipeline import identification_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.estimation.stream_checks import StreamedInputChecks  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402

@@ -309,7 +309,7 @@ def test_count_differing_from_the_statistics_is_an_error(tmp_path, msgs):
 def collector_reference(bag):
     """What `bag.read_streams` returned before it read through `bag_chunks`: rosbags' reader
     message by message (log-time order), each message deserialised and collected."""
-    from robot_ident.data.bag import _open
+    from robot_ident.data.bag_files import _open
     from robot_ident.data.msgs import JointStreamCollector
     reader = _open(bag)
     try:

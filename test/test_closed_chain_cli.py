@@ -13,7 +13,8 @@ import yaml
 
 from robot_ident.cli import main
 from robot_ident.errors import ConfigError
-from robot_ident.estimation.pipeline import identification_config, load_model
+from robot_ident.estimation.pipeline import identification_config
+from robot_ident.io.model_loading import load_model
 from robot_ident.io.config import load_config
 from robot_ident.mechanisms.closed_chain import ClosedChainModel
 from robot_ident.mechanisms.closed_chain.config import passive_limit_violations

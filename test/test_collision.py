@@ -8,11 +8,10 @@ designer uses."""
 from pathlib import Path
 
 import numpy as np
-import pinocchio as pin
 import pytest
 import yaml
-
 from conftest import PANDA_ARM, example_robot_urdf
+
 from robot_ident.errors import ConfigError, ModelError, TrajectoryError
 from robot_ident.excitation.collision import CollisionModel, CollisionSpec, check_collisions, parse_collision_section
 from robot_ident.excitation.collision.spec import BoxSpec
@@ -208,8 +207,9 @@ def test_designs_are_contact_free_on_the_original_meshes_by_an_independent_check
     # (the xArm7's cond is ~5e6: its rounded rpy="1.5708" leaves a base parameter no motion separates,
     # issue 29; collisions are the subject here)
     assert res.valid and res.collision_report.valid and np.isfinite(res.cond)
+    # exact below 5 cm (every margin is at most 3 cm): a reported 5 cm or more proves at least that
     clear = trajectory_clearance(urdf, joints, res.trajectory, package_dirs=(str(share_dir()),), floor=0.0,
-                                 srdf=None if srdf is None else robots_file(*srdf))
+                                 srdf=None if srdf is None else robots_file(*srdf), only_below=0.05)
     touching = {k: v for k, v in clear.items() if v[0] <= 0}
     assert not touching, touching
     margins = body_pair_margins(cm)

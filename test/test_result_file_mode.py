@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from robot_ident.io.atomic import atomic_write_text
+from robot_ident.util.atomic import atomic_write_text
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o002, 0o077])

@@ -22,7 +22,8 @@ from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.joint_stream import JointStream  # noqa: E402
 from robot_ident.data.signals import ProcessedData, Recording  # noqa: E402
 from robot_ident.estimation.input_checks import check_input  # noqa: E402
-from robot_ident.estimation.pipeline import identification_config, load_model  # noqa: E402
+from robot_ident.estimation.pipeline import identification_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.estimation.plausibility import check_recordings, gain_slopes, recording_stats  # noqa: E402
 from robot_ident.estimation.stream_checks import (  # noqa: E402
     StreamedInputChecks,

@@ -23,7 +23,8 @@ from robot_ident.data.holdout import Holdout, holdout_flags  # noqa: E402
 from robot_ident.errors import SignalError  # noqa: E402
 from robot_ident.estimation import stream_cutoff  # noqa: E402
 from robot_ident.estimation.auto_cutoff import choose_cutoff, settings_with_data_cutoff, strip_auto_cutoff  # noqa: E402
-from robot_ident.estimation.pipeline import base_parameters, identification_config, load_model  # noqa: E402
+from robot_ident.estimation.pipeline import base_parameters, identification_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.estimation.stream_cutoff import process_choosing_cutoff  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402

@@ -323,6 +323,28 @@ def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_p
     assert np.allclose(got.rms, ref.rms, rtol=1e-9) and np.allclose(got.max_abs_error, ref.max_abs_error, rtol=1e-9)
 
 
+def test_streaming_validate_with_the_config_joints_in_another_order(sim_bag, demo_urdf, tmp_path):
+    """The bag is read in the result's joint order whatever order the config lists them in (the
+    streamed path used to read it in the config's order: ratios of 100-2000, silently)."""
+    import yaml
+
+    from robot_ident.offline.bag_workflow import identify_bag, validate_bag
+    out = tmp_path / "res"
+    identify_bag(sim_bag / "bag", demo_urdf, CONFIG, out, method="wls", plots=False)
+    doc = yaml.safe_load((out / "config.yaml").read_text())
+    sec = next(v["ros__parameters"] for v in doc.values() if "joints" in v.get("ros__parameters", {}))
+    sec["joints"] = list(reversed(sec["joints"]))
+    shuffled = tmp_path / "reversed.yaml"
+    shuffled.write_text(yaml.safe_dump(doc))
+    ref = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=True, warn=lambda _: None,
+                       output=tmp_path / "v0.yaml").report
+    for streaming in (True, False):
+        got = validate_bag(sim_bag / "bag", out, config_path=shuffled, progress=Progress(quiet=True),
+                           streaming=streaming, warn=lambda _: None, output=tmp_path / f"v{streaming}.yaml").report
+        assert list(got.joint_names) == list(ref.joint_names)
+        assert np.allclose(got.rms, ref.rms, rtol=1e-9), (streaming, got.rms, ref.rms)
+
+
 def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
     """`robot-ident identify --stream` runs the bounded-memory path: the in-memory path's
     parameters, standard deviations flagged as white-residual ones; other inputs refused."""

@@ -206,7 +206,7 @@ def test_bag_round_trip_converts_currents_through_the_coupling(tmp_path):
 def test_excitation_design_state_jacobian_with_a_coupling(demo_urdf):
     """The excitation designer's exact Coulomb derivative follows the coupling: dY/dqd
     matches a central difference of the coupled regressor."""
-    from robot_ident.excitation.criteria import RegressorEvaluator
+    from robot_ident.excitation.evaluator import RegressorEvaluator
     from robot_ident.model.base import BaseParameters
     cad = RobotModel(demo_urdf)
     model = RobotModel(demo_urdf, transmission=wrist(cad.joint_names))

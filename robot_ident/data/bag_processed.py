@@ -44,10 +44,11 @@ class ProcessedBag:
 
 def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOptions | None = None,
                 progress: Callable[[int, int], None] | None = None, batch: int = DEFAULT_BATCH,
-                chunk_s: float = CHUNK_S, store_dir=None, observer=None) -> ProcessedBag:
+                chunk_s: float = CHUNK_S, store_dir=None, observer=None, joints=None) -> ProcessedBag:
     """Read, synchronise, convert and process a bag with the topics, actuators and sync
     options of an `io.config.IdentConfig`; raises `NeedsWholeRecording` for recordings
-    the chunked path does not handle (see `stream_sync`).
+    the chunked path does not handle (see `stream_sync`). The samples' joints are in the
+    order of `joints` (the model's; default the config's), matched by name.
 
     `observer` (e.g. `estimation.stream_checks.StreamedInputChecks`) sees the data on the
     way: ``observer.piece(segment, rec)`` every synchronised, converted piece (a segment's
@@ -55,19 +56,21 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     (``kept``: long enough to be one of the segments `sync.synchronise` keeps), and
     ``observer.processed(data)`` every block of processed samples appended to the store."""
     return process_bag_filters(path, cfg, lambda _rate: [filter_options], sync_options, progress, batch,
-                               chunk_s, store_dir, observer)
+                               chunk_s, store_dir, observer, joints)
 
 
 def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[FilterOptions]],
                         sync_options: SyncOptions | None = None,
                         progress: Callable[[int, int], None] | None = None, batch: int = DEFAULT_BATCH,
-                        chunk_s: float = CHUNK_S, store_dir=None, observer=None) -> ProcessedBag:
+                        chunk_s: float = CHUNK_S, store_dir=None, observer=None, joints=None) -> ProcessedBag:
     """`process_bag` with several filter pipelines on one read of the bag: the synchronised
     pieces go through one `SegmentFilter` per `FilterOptions` of ``filters_for_rate(rate)``
     (called once, with the synchronised rate, when the first piece arrives) into one store
     each (`ProcessedBag.stores`, in that order). A segment that one pipeline cannot process
     is skipped in all. ``observer.processed`` sees the first pipeline's blocks."""
-    joints = tuple(cfg.joints)
+    joints = tuple(cfg.joints) if joints is None else tuple(joints)
+    if sorted(joints) != sorted(cfg.joints):
+        raise SignalError(f"joints {', '.join(joints)} are not the config's ({', '.join(cfg.joints)})")
     js_topic, cur_topic = cfg.joint_states_topic, cfg.current_topic
     dyn = cfg.current_kind == "dynamic_joint_state"
     effort_field = cfg.current_interface if dyn else "effort"

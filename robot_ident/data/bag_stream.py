@@ -33,8 +33,8 @@ import numpy as np
 import yaml
 
 from ..errors import RobotIdentError
-from .bag import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
-from .bag import select_connections as _select
+from .bag_files import _MSGTYPE, BagError, _check_bag_path, _open, make_typestore
+from .bag_files import select_connections as _select
 from .cdr import decode
 from .joint_stream import JointStream
 from .mcap_read import McapUnusual, open_summary

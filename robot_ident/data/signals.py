@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 from scipy import signal as sps
 
-from ..errors import SignalError
+from ..errors import ConfigError, SignalError
 
 
 def _check_array(name: str, a, shape: tuple, joint_names: Sequence[str], t) -> np.ndarray:
@@ -239,3 +239,10 @@ def concatenate(parts: Sequence[ProcessedData]) -> ProcessedData:
             raise SignalError(f"segments have different joints: {names} and {p.joint_names}")
     cat = lambda attr: np.concatenate([getattr(p, attr) for p in parts], axis=0)  # noqa: E731
     return ProcessedData(cat("t"), names, cat("q"), cat("qd"), cat("qdd"), cat("effort"), cat("effort_raw"))
+
+
+def decimation_stride(n: int, max_samples: int) -> int:
+    """The smallest stride that leaves at most max_samples of n rows."""
+    if max_samples < 1:
+        raise ConfigError(f"max_samples must be >= 1, got {max_samples}")
+    return max(1, -(-int(n) // int(max_samples)))

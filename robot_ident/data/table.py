@@ -186,7 +186,7 @@ def read_table_from_config(path, config, options: SyncOptions | None = None) -> 
 def write_table(path: str | os.PathLike, recording, value_field: str = "effort") -> Path:
     """Write a `signals.Recording` as a CSV or NPZ table in the layout above (for tests,
     conversions and examples). The recording's effort array goes to `value_field`."""
-    from ..io.atomic import atomic_write_bytes, atomic_write_text
+    from ..util.atomic import atomic_write_bytes, atomic_write_text
 
     p = Path(path)
     joints = list(recording.joint_names)

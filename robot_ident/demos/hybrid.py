@@ -361,9 +361,9 @@ def write_hybrid_results(folder, o: HybridOutcome) -> Path:
     an estimator produced standard parameters, identified.urdf of the tree (tied limbs expanded)."""
     from dataclasses import replace
 
-    from ..io.atomic import atomic_write_text
     from ..io.results import result_to_dict, write_result_yaml
     from ..io.urdf_export import write_parameters
+    from ..util.atomic import atomic_write_text
     out = Path(folder)
     methods = list(o.outcomes)
     first = o.outcomes[methods[0]]

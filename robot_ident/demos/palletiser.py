@@ -124,8 +124,9 @@ def identify_and_validate(urdf, config_path, bag, valid_bag, output):
     (model, result, validation RMS per joint); writes the result folder."""
     from ..data.bag import read_recordings_from_config
     from ..data.signals import concatenate
-    from ..estimation.pipeline import identification_config, identify, load_model, process_segments, validate_result
+    from ..estimation.pipeline import identification_config, identify, process_segments, validate_result
     from ..io.config import load_config
+    from ..io.model_loading import load_model
     from ..io.result_folder import write_result_folder
 
     cfg = load_config(config_path)
@@ -144,13 +145,14 @@ def identify_and_validate(urdf, config_path, bag, valid_bag, output):
 
 def run_palletiser_demo(output, setup: PalletiserSetup | None = None,
                         progress: Progress | None = None) -> PalletiserOutcome:
-    from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.pipeline import identification_config
     from ..excitation import FourierTrajectory
     from ..excitation.repeat import Repeated
-    from ..io.atomic import atomic_write_text
     from ..io.config import load_config
+    from ..io.model_loading import load_model
     from ..io.urdf_export import write_parameters
     from ..mechanisms.balancer import design_balancer
+    from ..util.atomic import atomic_write_text
 
     setup = setup or PalletiserSetup()
     progress = progress or Progress(quiet=True)

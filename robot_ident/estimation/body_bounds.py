@@ -214,7 +214,7 @@ def _kinematic_radius(model, body: str, com: np.ndarray) -> float:
 def body_regions(model, bounds: PhysicalBounds, reference: np.ndarray) -> tuple[dict[str, BodyRegion], str | None]:
     """The centre-of-mass region of every body (see the module doc), each grown where needed
     so that the reference (CAD) body of `reference` (standard parameters) lies inside."""
-    from .physical import pseudo_inertia
+    from ..model.pseudo_inertia import pseudo_inertia
     layout = model.layout
     boxes, note = geometry_boxes(model) if bounds.com_region == "geometry" else ({}, None)
     regions = {}

@@ -134,7 +134,7 @@ class PayloadEstimate:
         return pin.Inertia.FromDynamicParameters(self.values)
 
     def physical(self) -> tuple[bool, str]:
-        from ..io.urdf_export import body_is_physical
+        from ..model.pseudo_inertia import body_is_physical
         return body_is_physical(self.values)
 
     def physical_values(self) -> tuple[np.ndarray, str]:

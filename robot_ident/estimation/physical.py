@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import IdentificationError
+from ..model.pseudo_inertia import dynamic_from_pseudo, is_physical, pseudo_inertia  # noqa: F401  (this module's interface)
 from . import lmi_barrier
 from .body_bounds import TINY_MASS, PhysicalBounds, _cad_total, body_regions, check_bodies, mass_range
 from .least_squares import _per_joint, wls
@@ -50,27 +51,6 @@ BOUNDARY_EIG = 1e-6            # smallest / largest pseudo-inertia eigenvalue: o
 
 # Parameter order inside eta (kept in one place).
 _A, _D1, _D2, _D3, _S12, _S23, _S13, _T1, _T2, _T3 = range(10)
-
-
-def pseudo_inertia(theta10: np.ndarray) -> np.ndarray:
-    """4x4 pseudo-inertia of one body from [m, mx, my, mz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]."""
-    m, hx, hy, hz, ixx, ixy, iyy, ixz, iyz, izz = np.asarray(theta10, float)
-    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    J = np.zeros((4, 4))
-    J[:3, :3] = 0.5 * np.trace(I) * np.eye(3) - I
-    J[:3, 3] = J[3, :3] = (hx, hy, hz)
-    J[3, 3] = m
-    return J
-
-
-def dynamic_from_pseudo(J: np.ndarray) -> np.ndarray:
-    S = J[:3, :3]
-    I = np.trace(S) * np.eye(3) - S
-    return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
-
-
-def is_physical(theta10: np.ndarray, margin: float = 0.0) -> bool:
-    return bool(np.linalg.eigvalsh(pseudo_inertia(theta10))[0] > margin)
 
 
 def _U(eta: np.ndarray) -> np.ndarray:

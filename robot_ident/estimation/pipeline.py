@@ -180,19 +180,6 @@ def identification_config(section: Mapping | None, where: str = "identification"
     return IdentificationConfig(settings, friction, holdout, locked, arm)
 
 
-def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
-    from ..mechanisms.closed_chain.config import closed_chain_model
-    from ..model.spring import spring_model  # the config's `springs:` (gravity balancers), if any
-    model = closed_chain_model(urdf, config, icfg.friction, icfg.armature_nominal)   # its `closures:`, if any
-    if model is not None:
-        config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
-        return model
-    model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
-                         config=config, transmission=getattr(config, "transmission", None))
-    config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
-    return model
-
-
 def process_segments(sync, joints, settings) -> tuple[list[ProcessedData], str]:
     """Filter each synchronised segment on its own (no filter crosses a gap); segments too
     short to process are skipped and listed in the returned summary."""

@@ -351,7 +351,7 @@ def check_cad(model, method: str) -> list[Finding]:
     """The URDF's inertial values, which the physically consistent estimators take as prior,
     start and bounds: a negative mass or an impossible inertia is refused for them (a
     warning for the others); a body without mass is a warning."""
-    from .physical import pseudo_inertia
+    from ..model.pseudo_inertia import pseudo_inertia
     layout = getattr(model, "layout", None)
     if layout is None or not hasattr(layout, "body_joints"):
         return []

@@ -47,8 +47,8 @@ from ..data.sync import SyncResult
 from .input_checks import lag_findings
 from .plausibility import (
     MEDIAN_WINDOW,
-    SPIKE_SIGMAS,
     SPIKE_RANGE,
+    SPIKE_SIGMAS,
     Finding,
     JointRecordingStats,
     check_cad,

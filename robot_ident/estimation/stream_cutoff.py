@@ -245,7 +245,8 @@ def process_choosing_cutoff(bag, cfg, settings, holdout: float, model, base, pro
 
     with progress.stage("read bag"):
         pb = process_bag_filters(bag, cfg, filters_for_rate, progress=progress.counter("msg"),
-                                 observer=None if observer is None else _PiecesOnly(observer))
+                                 observer=None if observer is None else _PiecesOnly(observer),
+                                 joints=model.joint_names)
     try:
         cands = seen["cands"]
         try:

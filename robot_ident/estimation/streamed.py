@@ -12,13 +12,11 @@ with the numbers and what to do instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from ..data.bag_processed import process_bag
 from ..errors import IdentificationError
-from ..io.result_folder import write_result_folder
 from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
@@ -39,18 +37,19 @@ class StreamedOutcome:
     model: RobotModel
     result: IdentificationResult
     validation: ValidationReport | None
-    output: Path | None
     sync_summary: str
-    identified_urdf: Path | None = None
+    plot_data: object                  # ProcessedData of the plots (a decimated part of the identification data)
+    record: dict                       # result.yaml's source and input checks
     warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
 
 
-def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None, output=None,
+def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, config_path=None,
                       plots: bool = True, source: dict | None = None, force: bool = False,
                       warnings: list | None = None, warn=None, auto_cutoff: bool = False) -> StreamedOutcome:
     """Identify a bag with the parsed config `cfg` (io.config), identification config
-    `icfg` (its hold-out fraction and settings) and `model`; write the result folder to
-    `output` unless None. Used by ``robot-ident identify`` and the identification node.
+    `icfg` (its hold-out fraction and settings) and `model`; the outcome holds what the
+    result folder is written from (`io.result_folder.write_result_folder`, by the caller).
+    Used by ``robot-ident identify`` and the identification node.
     `auto_cutoff`: the filter cutoff is chosen from the data as `auto_cutoff.choose_cutoff`
     chooses it, on the same read of the bag (estimation/stream_cutoff.py), or, when the
     data cannot decide, ``icfg``'s (the default) with a note; result.yaml's source records
@@ -62,12 +61,12 @@ def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, c
     Runs with one BLAS thread: its factorisations are many small ones (see util.blas),
     10-100x faster so on a busy machine."""
     with single_threaded_blas():
-        return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path, output,
+        return _identify_streamed(bag, cfg, icfg, model, progress or Progress(quiet=True), config_path,
                                   plots, source, force, list(warnings or []), warn or (lambda _line: None),
                                   auto_cutoff)
 
 
-def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, source, force, warnings, warn,
+def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, source, force, warnings, warn,
                        auto_cutoff):
     from .conditioning import quality_warnings
     from .plausibility import enforce
@@ -85,7 +84,8 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
         cutoff = {"filter_cutoff_chosen_from_data": choice is not None, "filter_cutoff_note": note}
     else:
         with progress.stage("read bag"):
-            pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"), observer=checks)
+            pb = process_bag(bag, cfg, settings.filter, progress=progress.counter("msg"), observer=checks,
+                             joints=model.joint_names)
     thr, guard = settings.moving_threshold, settings.guard_s
     try:
         findings = checks.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
@@ -142,19 +142,12 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plo
     finally:
         pb.close()
     printed = summary + (f"\n{cutoff['filter_cutoff_note']}" if auto_cutoff else "")
-    if output is None:
-        return StreamedOutcome(model, result, validation, None, printed, warnings=warnings)
-    out = Path(output)
-    with progress.stage("write"):
-        src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-               "synchronisation": summary, "read": "streaming",
-               "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff}   # validate filters alike
-        src.update(source or {})
-        extra = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
-        urdf = write_result_folder(out, model, result, validation, plot_data, extra, config_path, plots,
-                                   force=force)
-    return StreamedOutcome(model, result, validation, out, printed, urdf, warnings)
-
+    src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
+           "synchronisation": summary, "read": "streaming",
+           "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff}   # validate filters alike
+    src.update(source or {})
+    record = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
+    return StreamedOutcome(model, result, validation, printed, plot_data, record, warnings)
 
 
 class _BaseValues:
@@ -169,15 +162,15 @@ class _BaseValues:
 
 def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
                       noise_std=None, progress: Progress | None = None,
-                      samples_folder=None, judge=None) -> tuple[ValidationReport, int, list]:
+                      keep_samples: bool = False, judge=None) -> tuple[ValidationReport, int, list, tuple | None]:
     """Validation of base parameter `values` on a whole bag in bounded memory (the
     ``validate`` command): (report, processed samples, findings). The recording checks run
     while reading (spikes only warn, as for the robust method) with the joints moving
     outside the model, and `judge` (joint -> (slope, partial correlation) of the bag's
     efforts on the values' prediction -> findings: e.g. another robot's bag) before the
     RMS; an error finding is refused (`plausibility.PlausibilityError`). With
-    `samples_folder`, a decimated copy of the samples (at most 3000) goes to its
-    validation_samples.npz for the report."""
+    `keep_samples`, the fourth item is a decimated copy of the samples (at most 3000:
+    data, predicted efforts, moving mask) for the report's validation_samples.npz, else None."""
     from .plausibility import check_unidentified_motion, enforce
     from .stream_checks import StreamedInputChecks
 
@@ -187,7 +180,8 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
                                  predict=lambda d: values_model.predict(model, d.q, d.qd, d.qdd))
     with single_threaded_blas():
         with progress.stage("read bag"):
-            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"), observer=checks)
+            pb = process_bag(bag, cfg, filter_options, progress=progress.counter("msg"), observer=checks,
+                             joints=model.joint_names)
         try:
             findings = checks.recordings.findings()
             findings += check_unidentified_motion(model, pb.report.other_joints, cfg.joint_states_topic)
@@ -199,19 +193,18 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
                 report = validate_store(values_model, model, pb.store, 0, N, threshold, guard_s,
                                         plot_points=16,
                                         noise_std=noise_std, progress=progress.counter("samples"))
-            if samples_folder is not None and N > 0:
-                _write_decimated_samples(samples_folder, pb.store, N, model, base, values, threshold, guard_s)
+            kept = _decimated_samples(pb.store, N, model, base, values, threshold, guard_s) \
+                if keep_samples and N > 0 else None
         finally:
             pb.store.close()
-    return report, N, findings
+    return report, N, findings, kept
 
 
-def _write_decimated_samples(folder, store, N, model, base, values, threshold, guard_s,
-                             max_samples: int = 3000, block: int = 50_000) -> None:
-    """validation_samples.npz from the store, block by block (the dead band judged at full
-    rate within each block), every s-th sample kept."""
-    from ..data.signals import concatenate
-    from ..io.samples import decimation_stride, write_validation_samples
+def _decimated_samples(store, N, model, base, values, threshold, guard_s, max_samples: int = 3000,
+                       block: int = 50_000) -> tuple:
+    """(data, predicted, moving) of every s-th sample of the store, block by block (the dead
+    band judged at full rate within each block)."""
+    from ..data.signals import concatenate, decimation_stride
     from ..model.transmission import dead_band_rows
 
     s = decimation_stride(N, max_samples)
@@ -225,4 +218,4 @@ def _write_decimated_samples(folder, store, N, model, base, values, threshold, g
             masks.append(np.asarray(dead_band_rows(model, d, threshold, guard_s))[idx])
     data = concatenate(kept)
     pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-    write_validation_samples(folder, model, data, pred, np.concatenate(masks), max_samples=data.n_samples)
+    return data, pred, np.concatenate(masks)

@@ -147,11 +147,12 @@ def run_minimax(opt, problem, budget, seed):
     (``opt.finish_smooth``, p = 16: it moved some small problems off the point where the
     minimax descent stalled), until the budget is spent. The returned objective and
     start value are log cond on the problem's own grid."""
-    from .optimizers import BudgetExhausted, _Tracker, run_recorder, screened_start
+    from .problem import BudgetExhausted
+    from .search import Tracker, run_recorder, screened_start
 
     rng = np.random.default_rng(seed)
     problem.start(budget)
-    tr = _Tracker(problem)
+    tr = Tracker(problem)
     A, b = problem.linear_constraints_cached
     Ar, br = problem.reduced_constraints_cached
     extra = []
@@ -177,13 +178,13 @@ def run_minimax(opt, problem, budget, seed):
                 minimax_descent(problem, x0, extra, problem.exhausted, on_point, opt.kt, opt.kb,
                                 opt.minimax_maxiter, opt.minimax_ftol, opt.stall)
                 if opt.finish_smooth and run["x"] is not None:
-                    from .optimizers import _PhaseOver
+                    from .search import PhaseOver
                     cons = [{"type": "ineq", "fun": lambda x: br - Ar @ x, "jac": lambda x: -Ar}]
                     cons += [{"type": "ineq", **c} for c in extra]
                     problem.smooth = opt.finish_smooth
                     try:
                         opt._local(problem, run["x"], cons, problem.exhausted, on_point)
-                    except _PhaseOver:
+                    except PhaseOver:
                         pass
                     finally:
                         problem.smooth = 0.0

@@ -30,82 +30,19 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import TrajectoryError
 from .problem import Budget, BudgetExhausted, ExcitationProblem
-
-
-@dataclass
-class OptimizerResult:
-    optimizer: str
-    x: np.ndarray
-    f: float                      # objective (log cond or -logdet) at the optimisation samples
-    initial_f: float              # best objective of the starting point / population
-    n_evals: int
-    wall_time: float
-    history: list = field(default_factory=list)    # (evals, seconds, best f)
-    info: dict = field(default_factory=dict)
-
-
-class NoFeasiblePoint(TrajectoryError):
-    """The optimiser evaluated no point that keeps every constraint."""
-
-
-class _Tracker:
-    """Best feasible point so far and the convergence history."""
-
-    def __init__(self, problem: ExcitationProblem):
-        self.problem = problem
-        self.best_f = np.inf
-        self.best_x = None
-        self.initial_f = None
-        self.history = []
-
-    def offer(self, f, x):
-        if self.initial_f is None:
-            self.initial_f = float(f)
-        if f < self.best_f:
-            self.best_f, self.best_x = float(f), np.array(x, dtype=float)
-        self.history.append((self.problem.n_evals, self.problem.elapsed, self.best_f))
-
-    def result(self, name, info=None) -> OptimizerResult:
-        self.problem.release()
-        if self.best_x is None:
-            raise NoFeasiblePoint(f"optimiser {name!r} evaluated no feasible point within its budget")
-        return OptimizerResult(name, self.best_x, self.best_f, self.initial_f, self.problem.n_evals,
-                               self.problem.elapsed, self.history, info or {})
-
-
-def screened_start(problem: ExcitationProblem, rng, screen: int, tracker: _Tracker):
-    """The best of `screen` random feasible points by the criterion (collision-free ones
-    preferred), offered to `tracker` when its efforts and collisions are admissible.
-    Returns (x0, its value, admissible)."""
-    cands = [problem.random_start(rng) for _ in range(screen)]
-    fs0 = [problem.value(c) for c in cands]
-    if problem.collision is not None:      # prefer collision-free starts
-        fs0 = [f + 1e3 * problem.collision_excess(c) for f, c in zip(fs0, cands)]
-    k = int(np.argmin(fs0))
-    x0, f0 = cands[k], fs0[k]
-    ok = problem.effort_excess(x0) == 0 and problem.collision_excess(x0) == 0
-    if ok:
-        tracker.offer(f0, x0)
-    return x0, f0, ok
-
-
-def run_recorder(problem: ExcitationProblem, tracker: _Tracker, feasible):
-    """(run, on_point): `on_point(f, x)` keeps in `run` ({"f", "x"}) the best feasible point
-    of one local descent and adds it to the tracker's history when it beats the best so far."""
-    run = {"f": np.inf, "x": None}
-
-    def on_point(f, x):
-        if np.isfinite(f) and f < run["f"] and feasible(x):
-            run.update(f=f, x=x.copy())
-            if f < tracker.best_f:
-                tracker.history.append((problem.n_evals, problem.elapsed, float(f)))
-    return run, on_point
+from .search import (  # noqa: F401  (OptimizerResult, NoFeasiblePoint: this module's interface)
+    NoFeasiblePoint,
+    OptimizerResult,
+    PhaseOver,
+    Tracker,
+    run_recorder,
+    screened_start,
+)
 
 
 class Optimizer(ABC):
@@ -119,10 +56,6 @@ class Optimizer(ABC):
 # ------------------------------------------------------------------------------
 # Primary: multi-start SLSQP with exact gradients and linear constraints
 # ------------------------------------------------------------------------------
-class _PhaseOver(Exception):
-    pass
-
-
 class MultiStartSLSQP(Optimizer):
     name = "slsqp"
 
@@ -155,7 +88,7 @@ class MultiStartSLSQP(Optimizer):
 
         def fun(z):
             if stop():
-                raise _PhaseOver()
+                raise PhaseOver()
             x = lo + span * z
             fs, g = problem.value_and_grad(x)
             on_point(problem.last_true, x)
@@ -181,7 +114,7 @@ class MultiStartSLSQP(Optimizer):
             return run_minimax(self, problem, budget, seed)
         rng = np.random.default_rng(seed)
         problem.start(budget)
-        tr = _Tracker(problem)
+        tr = Tracker(problem)
         A, b = problem.linear_constraints_cached
         cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
         if problem.effort_bound is not None:
@@ -203,7 +136,7 @@ class MultiStartSLSQP(Optimizer):
 
                 try:
                     self._local(problem, x0, cons, main_over, on_point)
-                except _PhaseOver:
+                except PhaseOver:
                     pass
                 finally:
                     if best_run["x"] is not None:
@@ -308,7 +241,7 @@ class _PymooOptimizer(Optimizer):
         pp, repair = _pymoo_problem(problem)
         algorithm = self._algorithm(repair)
         problem.start(budget)
-        tr = _Tracker(problem)
+        tr = Tracker(problem)
         algorithm.setup(pp, termination=("n_gen", 10 ** 9), seed=seed, verbose=False)
         gen = 0
         while algorithm.has_next() and not problem.exhausted():
@@ -377,7 +310,7 @@ class QuantumGA(Optimizer):
     def run(self, problem, budget, seed=0):
         rng = np.random.default_rng(seed)
         problem.start(budget)
-        tr = _Tracker(problem)
+        tr = Tracker(problem)
         lo, hi = problem.box
         K, m, P = len(lo), self.bits, self.pop_size
         weights = 2.0 ** np.arange(m - 1, -1, -1)

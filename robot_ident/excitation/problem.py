@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import TrajectoryError
 from .constraints import LimitSpec
-from .criteria import CRITERIA, RegressorEvaluator, criterion_values, objective_value
+from .criteria import CRITERIA, criterion_values, objective_value
+from .evaluator import RegressorEvaluator
 from .parameterisation import Parameterisation
 
 

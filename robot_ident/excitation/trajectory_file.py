@@ -33,7 +33,7 @@ import numpy as np
 import yaml
 
 from ..errors import TrajectoryError
-from ..io.atomic import atomic_write_text
+from ..util.atomic import atomic_write_text
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .constraints import LimitReport
 from .families import JointMovesTrajectory, ModifiedFourierTrajectory, PolynomialTrajectory

@@ -15,7 +15,7 @@ import yaml
 from ..errors import ConfigError
 from ..estimation.payload import PayloadEstimate, PayloadModel, identify_payload, payload_config
 from ..estimation.pipeline import split_holdout
-from .atomic import atomic_write_text
+from ..util.atomic import atomic_write_text
 from .known_arm import KnownArm, arm_from_result, arm_from_urdf
 from .payload_urdf import add_payload_link
 from .staging import StagedFolder
@@ -59,7 +59,7 @@ def payload_rms(arm: KnownArm, pm: PayloadModel, est: PayloadEstimate, data, thr
 
 def known_arm(cfg, icfg, result_dir=None, urdf=None) -> KnownArm:
     """The arm's model: a result folder wins over a URDF; its joints must be the config's."""
-    from ..estimation.pipeline import load_model
+    from .model_loading import load_model
 
     if result_dir is not None:
         arm = arm_from_result(result_dir)

@@ -9,8 +9,8 @@ from ..data.signals import ProcessedData
 from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.robot import RobotModel
-from ..report.html import plot_efforts
-from .atomic import atomic_write_text
+from ..util.atomic import atomic_write_text
+from .effort_plot import plot_efforts
 from .results import result_to_dict, write_identified_urdf, write_result_yaml
 from .samples import write_run_samples
 from .staging import StagedFolder, check_output_folder

@@ -18,8 +18,8 @@ from ..errors import ConfigError
 from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.base import BaseParameters
+from ..util.atomic import atomic_write_text
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
-from .atomic import atomic_write_text
 
 FORMAT_VERSION = 2      # 2: ends with `complete: true`
 

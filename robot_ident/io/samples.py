@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.signals import decimation_stride  # noqa: F401  (this module's interface)
 from ..errors import ConfigError
-from .atomic import atomic_write_bytes
+from ..util.atomic import atomic_write_bytes
 
 FORMAT = "robot_ident/samples"
 VERSION = 1
@@ -60,13 +61,6 @@ class Samples:
     units: tuple
     limits: dict                       # lower, upper, velocity, effort: (n,) arrays
     sets: dict                         # name -> SampleSet
-
-
-def decimation_stride(n: int, max_samples: int) -> int:
-    """The smallest stride that leaves at most max_samples of n rows."""
-    if max_samples < 1:
-        raise ConfigError(f"max_samples must be >= 1, got {max_samples}")
-    return max(1, -(-int(n) // int(max_samples)))
 
 
 def sample_set(t, effort, predicted, moving, q=None, qd=None, qdd=None, max_samples: int = 3000) -> SampleSet:

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import RobotIdentError
-from .atomic import default_dir_mode
+from ..util.atomic import default_dir_mode
 
 MARKER = ".robot_ident"          # written into each folder robot_ident produces: its kind
 _STAGE = ".robot_ident-"

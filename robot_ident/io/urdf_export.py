@@ -22,6 +22,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError
+from ..model.pseudo_inertia import body_is_physical  # noqa: F401  (this module's interface)
 from ..model.robot import RobotModel
 
 
@@ -29,22 +30,6 @@ from ..model.robot import RobotModel
 class ExportReport:
     written: list[str] = field(default_factory=list)
     kept_cad: dict[str, str] = field(default_factory=dict)   # body joint -> reason
-
-
-def body_is_physical(dyn10: np.ndarray, tol: float = 0.0) -> tuple[bool, str]:
-    """Check one body's 10 parameters; returns (ok, reason)."""
-    m = float(dyn10[0])
-    if not np.isfinite(dyn10).all():
-        return False, "non-finite parameters"
-    if m <= 0:
-        return False, f"mass {m:.4g} kg is not positive"
-    I_c = pin.Inertia.FromDynamicParameters(np.asarray(dyn10, float)).inertia
-    ev = np.linalg.eigvalsh(0.5 * (I_c + I_c.T))
-    if ev[0] <= tol:
-        return False, f"inertia about the centre of mass is not positive definite (eigenvalues {ev})"
-    if ev[0] + ev[1] < ev[2] * (1 - 1e-9):
-        return False, f"principal moments {ev} violate the triangle inequality"
-    return True, ""
 
 
 def _fmt(x: float) -> str:

@@ -14,19 +14,19 @@ from ..estimation import IdentificationResult
 from ..estimation.pipeline import (
     identification_config,
     identify,
-    load_model,
     process_segments,
     split_holdout,
     validate_result,
 )
 from ..estimation.validation import ValidationReport, rms_report
-from ..io.atomic import atomic_write_text
+from ..io.model_loading import load_model
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
 from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
 from ..model.transmission import dead_band_rows
+from ..util.atomic import atomic_write_text
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -188,9 +188,14 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     settings = icfg.settings
     if streaming:
         try:
-            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, output, plots, force=force,
+            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, force=force,
                                   warn=warn, auto_cutoff=auto)
-            return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.sync_summary, o.warnings)
+            if output is not None:
+                with progress.stage("write"):
+                    write_result_folder(Path(output), o.model, o.result, o.validation, o.plot_data, o.record,
+                                        config_path, plots, force=force)
+            return IdentifyOutcome(o.model, o.result, o.validation, None if output is None else Path(output),
+                                   o.sync_summary, o.warnings)
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
     if auto:         # the cutoff chosen from the data, in memory: the `identify` command's path
@@ -321,12 +326,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
         from ..data.stream_sync import NeedsWholeRecording
         from ..estimation.streamed import validate_streamed
         try:
-            report, n, findings = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr, guard,
-                                                    sigma, progress, samples_folder=out.parent,
-                                                    judge=lambda slopes: _other_robot(slopes, rdir))
+            report, n, findings, kept = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr,
+                                                          guard, sigma, progress, keep_samples=True,
+                                                          judge=lambda slopes: _other_robot(slopes, rdir))
         except NeedsWholeRecording as exc:
             progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
         else:
+            if kept is not None:
+                write_validation_samples(out.parent, model, *kept, max_samples=kept[0].n_samples)
             doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
                    "dead_band": {"velocity": thr, "reversal_guard_s": guard},
                    "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",

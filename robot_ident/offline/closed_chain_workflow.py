@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError
-from ..io.atomic import atomic_write_text
+from ..util.atomic import atomic_write_text
 from ..util.progress import Progress
 
 TRUTH_FILE = "robot_ident_truth.yaml"
@@ -47,8 +47,9 @@ def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: st
     chain of the config and write the bag. `truth` (standard parameters in the model's
     layout) defaults to the CAD plus the `simulation:` section's drive parameters."""
     from ..data.bag import write_bag_from_config
-    from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.pipeline import identification_config
     from ..io.config import load_config
+    from ..io.model_loading import load_model
     from ..sim.closed_chain_sim import ClosedChainSim
     from ..sim.config import simulation_config
 

@@ -22,8 +22,9 @@ from ..data.table import TABLE_SUFFIXES
 from ..errors import ConfigError, SignalError
 from ..estimation import IdentificationResult
 from ..estimation.auto_cutoff import settings_with_data_cutoff, strip_auto_cutoff
-from ..estimation.pipeline import base_parameters, identification_config, identify, load_model, validate_result
+from ..estimation.pipeline import base_parameters, identification_config, identify, validate_result
 from ..estimation.validation import ValidationReport
+from ..io.model_loading import load_model
 from ..io.result_folder import write_result_folder
 from ..model.robot import RobotModel
 from ..util.progress import Progress

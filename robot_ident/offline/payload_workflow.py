@@ -15,10 +15,9 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
                          holdout: float | None = None, refit_friction: bool = False,
                          progress: Progress | None = None) -> PayloadOutcome:
     from ..io.config import load_config
-    from .bag_workflow import read_processed
-
     from ..io.payload_folder import PAYLOAD_KIND
     from ..io.staging import check_output_folder
+    from .bag_workflow import read_processed
 
     progress = progress or Progress(quiet=True)
     check_output_folder(output, PAYLOAD_KIND)          # before any work

@@ -48,7 +48,8 @@ def prepare_excitation(urdf, config_path, trajectory_path=None, node: str | None
         source = f"file {trajectory_path}"
     else:
         traj, joints = None, tuple(cfg.joints)
-    from ..mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
+    from ..io.model_loading import closed_chain_from_file
+    from ..mechanisms.closed_chain.config import passive_limit_violations
     from ..model.spring import spring_model_from_file
     # closures: the actuated joints only; springs (gravity balancers) count in the nominal efforts
     model = closed_chain_from_file(urdf, config_path, node) or \

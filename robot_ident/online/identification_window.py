@@ -293,10 +293,10 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     from ..estimation.pipeline import (
         identification_config,
         identify,
-        load_model,
         split_holdout,
         validate_result,
     )
+    from ..io.model_loading import load_model
     from ..io.result_folder import write_result_folder
 
     section = dict(cfg.section("identification"))
@@ -371,8 +371,9 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
                                 config_path, method, repetitions, plots, src)
     from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.auto_cutoff import strip_auto_cutoff
-    from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.pipeline import identification_config
     from ..estimation.streamed import identify_streamed
+    from ..io.model_loading import load_model
 
     section = dict(cfg.section("identification"))
     if method:
@@ -383,21 +384,25 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
     try:
-        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, output, plots, src,
+        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, plots, src,
                               auto_cutoff=auto)
     except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
         from ..data.bag import read_streams
         streams = read_streams(rec.bag, _window_topics(cfg))
         return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
                                 config_path, method, repetitions, plots, src)
-    urdf_text = None
-    if o.identified_urdf is not None:
-        urdf_text = Path(o.identified_urdf).read_text(encoding="utf-8")
+    urdf_path = urdf_text = None
+    if output is not None:
+        from ..io.result_folder import write_result_folder
+        urdf_path = write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record,
+                                        config_path, plots)
+    if urdf_path is not None:
+        urdf_text = Path(urdf_path).read_text(encoding="utf-8")
     elif o.result.standard_values is not None:
         from ..io.results import identified_urdf_xml
         urdf_text = identified_urdf_xml(model, o.result)
-    return StreamOutcome(model, o.result, o.validation, o.output, o.sync_summary, icfg.holdout, urdf_text,
-                         o.warnings)
+    return StreamOutcome(model, o.result, o.validation, None if output is None else Path(output), o.sync_summary,
+                         icfg.holdout, urdf_text, o.warnings)
 
 
 def _window_topics(cfg) -> dict:

@@ -295,8 +295,8 @@ def render(datas: list[ReportData]) -> str:
 def write_report(folder, compare=None, trajectory=None, output=None) -> Path:
     """Write the report of a result (or validation-only) folder, optionally side by side
     with another folder; returns the path (default folder/report.html)."""
-    from ..io.atomic import atomic_write_text
     from ..io.staging import OutputError, check_writable_path
+    from ..util.atomic import atomic_write_text
     out = Path(output) if output is not None else Path(folder) / "report.html"
     if out.is_dir():       # checked before any work
         raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/report.html)")

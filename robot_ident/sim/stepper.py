@@ -292,8 +292,9 @@ def build_stepping_arm(urdf, config_path, q0=None, control_rate_hz: float = 1000
     armature, offsets, payload, noise) as a `SteppingArm`, and the parsed IdentConfig.
     `q0` defaults to the middle of the position range (0 where unlimited)."""
 
-    from ..estimation.pipeline import identification_config, load_model
+    from ..estimation.pipeline import identification_config
     from ..io.config import load_config
+    from ..io.model_loading import load_model
     from ..io.urdf_export import write_parameters
     from ..model.robot import RobotModel
     from .config import simulation_config

@@ -1,9 +1,7 @@
 """`robot-ident demo`: the whole loop on the built-in simulated arm."""
 from __future__ import annotations
 
-from ...demos.serial_arm import DemoSetup, format_summary, run_demo
 from ...errors import ConfigError
-from ...estimation.pipeline import IdentificationSettings
 from ...util.progress import Progress
 
 
@@ -34,6 +32,9 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ...demos.serial_arm import DemoSetup, format_summary, run_demo
+    from ...estimation.pipeline import IdentificationSettings
+
     if getattr(args, "robot", "demo_arm") == "space":
         return run_space(args)
     if getattr(args, "robot", "demo_arm") == "hybrid5":

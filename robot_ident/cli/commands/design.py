@@ -53,7 +53,8 @@ def run(args) -> int:
     if args.payload:
         from ._payload import run_design
         return run_design(args, cfg, joints)
-    from ...mechanisms.closed_chain.config import closed_chain_from_file, passive_limit_violations
+    from ...io.model_loading import closed_chain_from_file
+    from ...mechanisms.closed_chain.config import passive_limit_violations
     from ...model.spring import spring_model_from_file  # springs of the config are part of the model
     model = closed_chain_from_file(args.urdf, args.config, args.node)   # the config's closures: actuated joints
     closed = model is not None

@@ -1,11 +1,7 @@
 """`robot-ident identify`: rosbag2 recordings and/or tables in, a result folder out."""
 from __future__ import annotations
 
-from ...data.holdout import Holdout
 from ...errors import ConfigError
-from ...estimation import ESTIMATORS
-from ...offline.bag_workflow import format_validation
-from ...offline.inputs import identify_inputs
 from ...util.progress import Progress
 
 
@@ -25,8 +21,9 @@ def add_parser(sub):
                                   "--payload --result")
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML")
     p.add_argument("--output", required=True, help="result folder")
-    p.add_argument("--method", choices=sorted(ESTIMATORS), default=None,
-                   help="estimator (default: identification.method of the config, else wls)")
+    p.add_argument("--method", default=None,
+                   help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: "
+                        "identification.method of the config, else wls)")
     p.add_argument("--holdout", type=float, default=None,
                    help="fraction of the recording's end kept for validation (default: config, else 0.2; "
                         "0 with --validate-bag)")
@@ -59,7 +56,10 @@ def add_parser(sub):
     p.set_defaults(func=run)
 
 
-def _holdout(args) -> Holdout | None:
+def _holdout(args):
+    """The --holdout* options as a data.holdout.Holdout, or None."""
+    from ...data.holdout import Holdout
+
     chosen = [x is not None for x in (args.holdout, args.holdout_window, args.holdout_every)]
     if sum(chosen) > 1:
         raise ConfigError("choose one of --holdout, --holdout-window and --holdout-every")
@@ -123,6 +123,13 @@ def _why_not_streamed(args) -> str:
 
 
 def run(args) -> int:
+    from ...estimation import ESTIMATORS
+    from ...offline.bag_workflow import format_validation
+    from ...offline.inputs import identify_inputs
+
+    if args.method is not None and args.method not in ESTIMATORS:
+        raise ConfigError(f"--method {args.method!r} is not an estimator; choose one of "
+                          f"{', '.join(sorted(ESTIMATORS))}")
     if args.payload:
         from ._payload import run_identify
         if len(args.bag) != 1 or args.table or args.validate_bag:

@@ -1,8 +1,6 @@
 """`robot-ident report`: an HTML page of a result folder (tables and plots)."""
 from __future__ import annotations
 
-from ...report.html import write_html_report
-
 
 def add_parser(sub):
     p = sub.add_parser("report", help="write DIR/report.html from a result folder",
@@ -21,5 +19,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ...report.html import write_html_report
     print(f"wrote {write_html_report(args.result, args.compare, args.trajectory, args.output)}")
     return 0

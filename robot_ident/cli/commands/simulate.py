@@ -1,7 +1,6 @@
 """`robot-ident simulate`: the simulated arm follows a trajectory and writes a rosbag2."""
 from __future__ import annotations
 
-from ...offline.bag_workflow import simulate_to_bag
 from ...util.progress import Progress
 
 
@@ -26,6 +25,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ...offline.bag_workflow import simulate_to_bag
     o = simulate_to_bag(args.urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
                         Progress(quiet=args.quiet), package_dirs=args.package_dir, bag_version=args.bag_version)
     topics = ", ".join(f"{t} ({n} messages)" for t, n in o.topics.items())

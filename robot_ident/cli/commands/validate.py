@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
-from ...offline.bag_workflow import format_validation, validate_bag
 from ...util.progress import Progress
 
 
@@ -24,6 +23,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from ...offline.bag_workflow import format_validation, validate_bag
     if args.stream and args.in_memory:
         raise ConfigError("choose one of --stream and --in-memory")
     mode = True if args.stream else False if args.in_memory else None

@@ -44,7 +44,7 @@ def refine(slsqp, problem, x0, max_time: float | None = None):
     point seen, or None."""
     import time
 
-    from ..optimizers import _PhaseOver
+    from ..search import PhaseOver
     A, b = problem.linear_constraints_cached
     cons = [{"type": "ineq", "fun": lambda x: b - A @ x, "jac": lambda x: -A}]
     if problem.effort_bound is not None:
@@ -63,7 +63,7 @@ def refine(slsqp, problem, x0, max_time: float | None = None):
     problem.smooth = slsqp.smooth if problem.criterion == "cond" else 0.0
     try:
         slsqp._local(problem, x0, cons, stop, on_point)
-    except _PhaseOver:
+    except PhaseOver:
         pass
     finally:
         problem.smooth = 0.0

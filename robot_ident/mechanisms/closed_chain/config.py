@@ -65,27 +65,6 @@ def closed_chain_model(urdf, config, friction=None, armature=None, path=None):
                             armature, tie=spec.tie or None)
 
 
-def closed_chain_from_file(urdf, config_path, node: str | None = None):
-    """`closed_chain_model` for commands that do not otherwise read the data-source part of
-    the parameter file (design, the excitation node): None when it names no closures."""
-    import yaml
-
-    try:
-        doc = yaml.safe_load(open(config_path, encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read parameter file {config_path}: {exc}") from exc
-    found = any(isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict)
-                and v["ros__parameters"].get("closures") for v in doc.values()) if isinstance(doc, dict) else False
-    if not found:
-        return None
-    from ...estimation.pipeline import identification_config
-    from ...io.config import load_config
-
-    cfg = load_config(config_path, node)
-    icfg = identification_config(cfg.section("identification"))
-    return closed_chain_model(urdf, cfg, icfg.friction, icfg.armature_nominal)
-
-
 def passive_limit_violations(model, trajectory, dt: float = 0.01) -> list[dict]:
     """Check a trajectory of the actuated joints against the passive joints' URDF limits,
     the passive positions coming from the closure solver (and against the workspace: a

@@ -45,7 +45,7 @@ class FloatingBaseEstimate:
     def physical(self) -> dict[str, tuple[bool, str]]:
         """Per estimated body: (physically consistent?, reason) -- positive mass, inertia about
         the centre of mass positive definite and satisfying the triangle inequalities."""
-        from ...io.urdf_export import body_is_physical
+        from ...model.pseudo_inertia import body_is_physical
         bodies = dict.fromkeys(n.rsplit(".", 1)[0] for n in self.names)
         return {b: body_is_physical(self.body(b)) for b in bodies}
 

@@ -1,0 +1,42 @@
+"""The model a parameter file describes: the URDF restricted to its joints, with its locked
+joints, friction and armature options, springs (gravity balancers) or closures (closed
+chains), checked against the actuators' joint kinds. Shared by every command, node and
+demo that identifies or designs from a config."""
+from __future__ import annotations
+
+from ..errors import ConfigError
+from ..estimation.pipeline import IdentificationConfig, identification_config
+from ..mechanisms.closed_chain.config import closed_chain_model
+from ..model.robot import RobotModel
+from .config import load_config
+
+
+def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
+    from ..model.spring import spring_model  # the config's `springs:` (gravity balancers), if any
+    model = closed_chain_model(urdf, config, icfg.friction, icfg.armature_nominal)   # its `closures:`, if any
+    if model is not None:
+        config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
+        return model
+    model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
+                         config=config, transmission=getattr(config, "transmission", None))
+    config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
+    return model
+
+
+def closed_chain_from_file(urdf, config_path, node: str | None = None):
+    """`closed_chain_model` for commands that do not otherwise read the data-source part of
+    the parameter file (design, the excitation node): None when it names no closures."""
+    import yaml
+
+    try:
+        with open(config_path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read parameter file {config_path}: {exc}") from exc
+    found = any(isinstance(v, dict) and isinstance(v.get("ros__parameters"), dict)
+                and v["ros__parameters"].get("closures") for v in doc.values()) if isinstance(doc, dict) else False
+    if not found:
+        return None
+    cfg = load_config(config_path, node)
+    icfg = identification_config(cfg.section("identification"))
+    return closed_chain_model(urdf, cfg, icfg.friction, icfg.armature_nominal)
