@@ -393,6 +393,12 @@ def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
     a = yaml.safe_load((tmp_path / "d" / "result.yaml").read_text())
     b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
     assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
+    # samples.npz keeps the held-out samples on both paths (the streamed one used to drop them)
+    from robot_ident.io.samples import read_samples
+    for out in ("d", "m"):
+        sets = read_samples(tmp_path / out).sets
+        assert set(sets) == {"identification", "validation"}, out
+        assert sets["validation"].t.min() > sets["identification"].t.max()
     assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--holdout-every", "3", *common]) == 2
     assert main(["identify", *bag, "--output", str(tmp_path / "y"), "--stream", "--in-memory", *common]) == 2
 

@@ -40,6 +40,7 @@ class StreamedOutcome:
     sync_summary: str
     plot_data: object                  # ProcessedData of the plots (a decimated part of the identification data)
     record: dict                       # result.yaml's source and input checks
+    valid_data: object = None          # the held-out samples, decimated (samples.npz), or None
     warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
 
 
@@ -96,7 +97,7 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
         store = pb.store
         N = store.n_samples
         cut = int(round((1.0 - icfg.holdout) * N)) if icfg.holdout > 0 else N
-        validation = None
+        validation = valid_data = None
         points = PLOT_POINTS if plots else 16      # samples kept for the plots
         if settings.method in COMPRESSED_METHODS:
             with progress.stage("identify"):
@@ -134,6 +135,8 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
             if cut < N:
                 with progress.stage("validate"):
                     validation = validate_result(result, model, store.read(cut, N), settings)
+        if cut < N:           # the held-out samples for samples.npz, as the in-memory path keeps them
+            valid_data = _decimated(store, cut, N, model, thr, guard)[0]
         if result.quality is not None:
             for line in quality_warnings(result.quality):
                 warn(line)
@@ -147,7 +150,7 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
            "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff}   # validate filters alike
     src.update(source or {})
     record = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
-    return StreamedOutcome(model, result, validation, printed, plot_data, record, warnings)
+    return StreamedOutcome(model, result, validation, printed, plot_data, record, valid_data, warnings)
 
 
 class _BaseValues:
@@ -193,29 +196,28 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
                 report = validate_store(values_model, model, pb.store, 0, N, threshold, guard_s,
                                         plot_points=16,
                                         noise_std=noise_std, progress=progress.counter("samples"))
-            kept = _decimated_samples(pb.store, N, model, base, values, threshold, guard_s) \
-                if keep_samples and N > 0 else None
+            kept = None
+            if keep_samples and N > 0:
+                data, moving = _decimated(pb.store, 0, N, model, threshold, guard_s)
+                kept = (data, values_model.predict(model, data.q, data.qd, data.qdd), moving)
         finally:
             pb.store.close()
     return report, N, findings, kept
 
 
-def _decimated_samples(store, N, model, base, values, threshold, guard_s, max_samples: int = 3000,
-                       block: int = 50_000) -> tuple:
-    """(data, predicted, moving) of every s-th sample of the store, block by block (the dead
+def _decimated(store, a, b, model, threshold, guard_s, max_samples: int = 3000, block: int = 50_000) -> tuple:
+    """(data, moving) of every s-th sample of the store's rows a..b, block by block (the dead
     band judged at full rate within each block)."""
     from ..data.signals import concatenate, decimation_stride
     from ..model.transmission import dead_band_rows
 
-    s = decimation_stride(N, max_samples)
+    s = decimation_stride(b - a, max_samples)
     kept, masks = [], []
-    for a in range(0, N, block):
-        d = store.read(a, min(N, a + block))
-        first = (-a) % s                       # global index a + first is a multiple of s
+    for c in range(a, b, block):
+        d = store.read(c, min(b, c + block))
+        first = (a - c) % s                    # row a + k s of the store
         idx = np.arange(first, d.n_samples, s)
         if idx.size:
             kept.append(d.subset(idx))
             masks.append(np.asarray(dead_band_rows(model, d, threshold, guard_s))[idx])
-    data = concatenate(kept)
-    pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-    return data, pred, np.concatenate(masks)
+    return concatenate(kept), np.concatenate(masks)

@@ -193,7 +193,7 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
             if output is not None:
                 with progress.stage("write"):
                     write_result_folder(Path(output), o.model, o.result, o.validation, o.plot_data, o.record,
-                                        config_path, plots, force=force)
+                                        config_path, plots, valid_data=o.valid_data, force=force)
             return IdentifyOutcome(o.model, o.result, o.validation, None if output is None else Path(output),
                                    o.sync_summary, o.warnings)
         except NeedsWholeRecording as exc:

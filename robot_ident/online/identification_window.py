@@ -395,7 +395,7 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     if output is not None:
         from ..io.result_folder import write_result_folder
         urdf_path = write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record,
-                                        config_path, plots)
+                                        config_path, plots, valid_data=o.valid_data)
     if urdf_path is not None:
         urdf_text = Path(urdf_path).read_text(encoding="utf-8")
     elif o.result.standard_values is not None:
