@@ -132,6 +132,36 @@ def test_chunked_read_sync_filter_equals_whole_recording(gap_bags, storage):
         assert rel(getattr(got, f), getattr(ref, f)) < 1e-10, f
 
 
+def test_a_segment_that_fails_part_way_is_taken_out_whole(gap_bags, monkeypatch):
+    """As the whole-recording path skips a segment whose processing fails, the chunked path
+    takes back the samples it had already stored (it used to keep them)."""
+    from robot_ident.data import bag_processed
+    from robot_ident.errors import SignalError
+    cfg = load_config(CONFIG)
+    settings = identification_config(cfg.section("identification")).settings
+    pb = process_bag(gap_bags["mcap"], cfg, settings.filter, batch=3000, chunk_s=2.0)
+    try:
+        whole, starts = pb.store.read(0, pb.store.n_samples), list(pb.store.segment_starts)
+    finally:
+        pb.store.close()
+    assert len(starts) == 2
+    real_add = bag_processed.SegmentFilter.add
+
+    def add(self, piece):                 # the second segment fails after a few of its pieces
+        if piece.t[0] > 11.0 and getattr(self, "_pieces", 0) >= 3:
+            raise SignalError("injected failure")
+        self._pieces = getattr(self, "_pieces", 0) + 1
+        real_add(self, piece)
+    monkeypatch.setattr(bag_processed.SegmentFilter, "add", add)
+    pb = process_bag(gap_bags["mcap"], cfg, settings.filter, batch=3000, chunk_s=2.0)
+    try:
+        got = pb.store.read(0, pb.store.n_samples)
+        assert pb.store.segment_starts == starts[:1] and got.n_samples == starts[1]
+        assert np.array_equal(got.t, whole.t[:starts[1]]) and any("injected failure" in s for s in pb.skipped)
+    finally:
+        pb.store.close()
+
+
 def test_segment_filter_in_windows_equals_process():
     rec = synthetic_recording(duration=12.0)
     opt = FilterOptions(cutoff_hz=15.0, target_rate_hz=250.0, trim_s=0.1, use_measured_velocity=False)

@@ -92,19 +92,19 @@ def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[
             pipes.extend((o, ProcessedStore(joints, store_dir)) for o in options)
         return pipes
 
-    def sink_for(k: int, store: ProcessedStore):
-        first = [True]
-
+    def sink_for(seg: int, k: int, store: ProcessedStore):
         def sink(d) -> None:
-            if first[0]:                   # where this segment's processed samples start
+            if (seg, k) not in rows:       # where this segment's processed samples start
                 store.segment_starts.append(store.n_samples)
-                first[0] = False
+                rows[seg, k] = [store.n_samples, store.n_samples]
             store.append(d)
+            rows[seg, k][1] = store.n_samples
             if k == 0 and observer is not None:
                 observer.processed(d)
         return sink
 
     filters: dict[int, list[SegmentFilter] | _Dropped] = {}
+    rows: dict[tuple[int, int], list[int]] = {}    # (segment, pipeline) -> [first, end) rows in its store
     lengths: dict[int, tuple[float, float, int, int]] = {}
     skipped: list[str] = []
     dropped = {"segments": 0, "samples": 0}
@@ -122,7 +122,7 @@ def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[
                 observer.piece(seg, rec)
             fs = filters.get(seg)
             if fs is None:
-                fs = filters[seg] = [SegmentFilter(o, sync.rate, sink_for(k, st), min_needed())
+                fs = filters[seg] = [SegmentFilter(o, sync.rate, sink_for(seg, k, st), min_needed())
                                      for k, (o, st) in enumerate(pipelines())]
                 lengths[seg] = (float(rec.t[0]), float(rec.t[-1]), 0, int(rec.meta.get("stamp_origin_ns", 0)))
             t0, _, n, origin = lengths[seg]
@@ -135,9 +135,20 @@ def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[
             except SignalError as exc:
                 skipped.append(f"segment {t0:.3f}-... s skipped: {exc}")
                 filters[seg] = _Dropped()
+                take_back(seg)
         for seg in list(sync.ended):
             finish(seg)
         sync.ended.clear()
+
+    def take_back(seg: int) -> None:
+        """The samples a failed segment had already put in the stores are removed (the
+        whole-recording path skips such a segment whole); they are the stores' last rows,
+        else the recording is read at once."""
+        for k, (_, st) in enumerate(pipes):
+            a, b = rows.pop((seg, k), (st.n_samples, st.n_samples))
+            if b != st.n_samples:
+                raise NeedsWholeRecording("a segment failed part-way after a later segment's samples were stored")
+            st.truncate(a)
 
     def finish(seg: int) -> None:
         fs = filters.pop(seg, None)
@@ -161,6 +172,7 @@ def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[
                 f.end()
         except SignalError as exc:
             skipped.append(f"segment {t0:.3f}-{t1:.3f} s skipped: {exc}")
+            take_back(seg)
 
     try:
         for chunk in bag_chunks(path, topics, batch, progress):
@@ -192,7 +204,7 @@ def process_bag_filters(path, cfg, filters_for_rate: Callable[[float], Sequence[
 
 
 class _Dropped:
-    """A segment whose processing failed part-way (its earlier samples stay in the store)."""
+    """A segment whose processing failed part-way (its earlier samples were taken back out)."""
 
     def add(self, rec) -> None:
         """Its later pieces are ignored."""

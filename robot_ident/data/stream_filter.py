@@ -131,6 +131,14 @@ class ProcessedStore:
         self._f.write(rows.tobytes())
         self.n_samples += d.n_samples
 
+    def truncate(self, n: int) -> None:
+        """Keep the first `n` rows only (a segment whose processing failed part-way is taken
+        back out, as the whole-recording path skips it)."""
+        n = max(0, min(int(n), self.n_samples))
+        self._f.truncate(n * self.width * 8)
+        self.n_samples = n
+        self.segment_starts = [s for s in self.segment_starts if s < n]
+
     def read(self, a: int, b: int) -> ProcessedData:
         a, b = max(0, int(a)), min(self.n_samples, int(b))
         m = max(b - a, 0)
