@@ -21,12 +21,11 @@ from robot_ident.data.bag import read_recordings_from_config, write_bag_from_con
 from robot_ident.data.bag_processed import process_bag  # noqa: E402
 from robot_ident.data.holdout import Holdout, holdout_flags  # noqa: E402
 from robot_ident.errors import SignalError  # noqa: E402
-from robot_ident.estimation import stream_cutoff  # noqa: E402
 from robot_ident.estimation.auto_cutoff import choose_cutoff, settings_with_data_cutoff, strip_auto_cutoff  # noqa: E402
 from robot_ident.estimation.pipeline import base_parameters, identification_config  # noqa: E402
-from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.estimation.stream_cutoff import process_choosing_cutoff  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
 from robot_ident.offline.inputs import _process_all, load_input  # noqa: E402
 from robot_ident.util.progress import Progress  # noqa: E402
@@ -115,8 +114,9 @@ def test_a_shifted_fold_assignment_changes_the_scores(bags, demo_urdf, monkeypat
     """The equality above is not vacuous: scoring another fold gives other scores."""
     cfg, settings, model, base, recs, allowed = in_memory_choice(bags["one"], bags["config"], demo_urdf, 0.2)
     ref = choose_cutoff(model, recs, settings, base=base, allowed=allowed)
-    of = stream_cutoff._Folds.of
-    monkeypatch.setattr(stream_cutoff._Folds, "of",
+    from robot_ident.estimation import auto_cutoff
+    of = auto_cutoff._Folds.of                    # both paths' fold assignment (one implementation)
+    monkeypatch.setattr(auto_cutoff._Folds, "of",
                         lambda self, a, t: np.where((f := of(self, a, t)) >= 0, (f + 1) % self.folds, f))
     got = streamed_choice(bags["one"], cfg, settings, 0.2, model, base)[-1]
     assert rel(got.scores, ref.scores) > 1e-4

@@ -15,6 +15,23 @@ same samples (the dead band of the lowest candidate, which is the widest), so a
 longer reversal guard cannot flatter a low cutoff. The score is the mean over joints
 of log RMS (every joint counts equally, whatever its effort scale); the lowest wins.
 The held-out validation data take no part in the choice.
+
+The choice runs on processed samples in files, chunk by chunk (`cross_validate_cutoff`):
+recordings in memory are processed into one file per candidate first (`choose_cutoff`),
+a streamed bag is read into them (stream_cutoff.py). Rules:
+
+* blocks: ``floor((t - t_segment0) / block_s)``, numbered over the allowed (not held-out)
+  samples only, across segments; block ``i`` is in fold ``i % folds``; fold
+  ``folds - 1`` scores, the others train;
+* training rows: the candidate's own dead band (``settings.moving_threshold``, reversal
+  guard 1 / cutoff) judged on the training samples as one sequence; scoring rows: the
+  dead band of the lowest candidate on the whole recording, on the scoring samples;
+* the training and the scoring rows each go into a `compressed.CompressedAccumulator`:
+  per joint ``[W_std | y_filtered | y_raw]`` reduced by an incremental QR to its R
+  factor, the same OLS solution as on the rows (`least_squares.ols` runs on it
+  unchanged), and ``||y_raw - W x||^2 = ||R [x; 0; -1]||^2``, so the held-out errors at
+  the training solution follow exactly. The dead-band masks are computed on windows
+  with margins longer than the reversal guard, so they equal the whole sequence's.
 """
 from __future__ import annotations
 
@@ -26,6 +43,8 @@ import numpy as np
 
 from ..data.signals import FilterOptions, ProcessedData, Recording, concatenate, process
 from ..errors import IdentificationError, SignalError
+from ..model.transmission import dead_band_rows
+from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
 
 CANDIDATES_HZ = (4.0, 6.0, 8.0, 10.0, 13.0, 16.0, 20.0, 25.0, 32.0)
 
@@ -60,9 +79,12 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
     """Cross-validated cutoff for `recordings` (synchronised segments with joint efforts,
     columns in `model.joint_names` order); `settings` is an `IdentificationSettings`.
     `allowed` (optional, per recording): which processed samples may take part (False for
-    samples held out for the final validation, so that they play no part in the choice)."""
-    from ..model.transmission import dead_band_rows
-    from .pipeline import base_parameters, identify
+    samples held out for the final validation, so that they play no part in the choice).
+    Each recording is processed with every candidate into that candidate's store (a
+    recording some candidate cannot process takes no part); the choice itself is
+    `cross_validate_cutoff`'s, as on a streamed recording."""
+    from ..data.stream_filter import ProcessedStore
+    from .pipeline import base_parameters
 
     keep_idx = [k for k, r in enumerate(recordings) if r.n_samples >= 3]
     recs = [recordings[k] for k in keep_idx]
@@ -74,70 +96,176 @@ def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: 
     if not cands:
         raise SignalError(f"no cutoff candidate below 0.4 x the sample rate ({top / 0.4:.4g} Hz)")
 
-    def parts_for(c: float) -> list[ProcessedData | None]:
-        out = []
-        opt = replace(settings.filter, cutoff_hz=c)
-        for r in recs:
-            try:
-                out.append(process(r, opt))
-            except SignalError:
-                out.append(None)
-        return out
+    def processed(r) -> list[ProcessedData] | None:
+        try:
+            return [process(r, replace(settings.filter, cutoff_hz=c)) for c in cands]
+        except SignalError:
+            return None
 
-    processed = {c: parts_for(c) for c in cands}
-    usable = [k for k in range(len(recs)) if all(processed[c][k] is not None for c in cands)]
+    parts = [processed(r) for r in recs]
+    usable = [k for k, p in enumerate(parts) if p is not None]
     if not usable:
         raise SignalError("every segment is too short to choose the filter cutoff")
-    # Blocks of block_s seconds, every `folds`-th one scores.
-    first = [processed[cands[0]][k] for k in usable]
-    ok_parts = [np.ones(p.n_samples, bool) if allowed is None else allowed[k] for p, k in zip(first, usable)]
-    if any(a.shape != (p.n_samples,) for a, p in zip(ok_parts, first)):
+    ok = [np.ones(parts[k][0].n_samples, bool) if allowed is None else allowed[k] for k in usable]
+    if any(a.shape != (parts[k][0].n_samples,) for a, k in zip(ok, usable)):
         raise SignalError("cutoff choice: the allowed-sample masks do not match the processed samples")
-    ok = np.concatenate(ok_parts)
-    # Blocks of the allowed samples only (so that the folds never coincide with a hold-out),
-    # at least 2 * folds of them in all; every `folds`-th block scores.
-    total_s = sum(float(a.sum()) / max(p.n_samples, 1) * float(p.t[-1] - p.t[0]) for a, p in zip(ok_parts, first))
+    stores = [ProcessedStore(model.joint_names) for _ in cands]
+    try:
+        for k in usable:
+            for st, d in zip(stores, parts[k]):
+                st.segment_starts.append(st.n_samples)
+                st.append(d)
+        return cross_validate_cutoff(model, stores, cands, settings, base or base_parameters(model, settings),
+                                     np.concatenate(ok), 0.0, block_s, folds)
+    finally:
+        for st in stores:
+            st.close()
+
+
+class _SequenceDeadBand:
+    """`dead_band_rows` of a sequence of samples that arrives in pieces: `add` returns
+    (rows, mask) pairs once `margin` later rows are known, `end` the rest. With `margin`
+    rows spanning more than the reversal guard, each row's mask equals the one of the
+    whole sequence (a reversal farther than the guard does not mask it)."""
+
+    def __init__(self, model, threshold: float, guard_s: float, margin: int):
+        self.model, self.thr, self.guard, self.margin = model, threshold, guard_s, margin
+        self.buf: ProcessedData | None = None
+        self.done = 0                 # rows of `buf` already given out
+
+    def add(self, d: ProcessedData) -> list:
+        if d.n_samples == 0:
+            return []
+        self.buf = d if self.buf is None else concatenate([self.buf, d])
+        return self._emit(self.buf.n_samples - self.margin)
+
+    def end(self) -> list:
+        return [] if self.buf is None else self._emit(self.buf.n_samples)
+
+    def _emit(self, upto: int) -> list:
+        if upto <= self.done:
+            return []
+        lo = max(0, self.done - self.margin)
+        win = self.buf.subset(np.arange(lo, self.buf.n_samples))
+        mask = np.asarray(dead_band_rows(self.model, win, self.thr, self.guard))
+        rows = np.arange(self.done, upto)
+        out = [(self.buf.subset(rows), mask[rows - lo])]
+        self.done = upto
+        drop = max(0, self.done - self.margin)
+        if drop:
+            self.buf = self.buf.subset(np.arange(drop, self.buf.n_samples))
+            self.done -= drop
+        return out
+
+
+class _Folds:
+    """The fold of every processed sample, chunk by chunk (-1: not allowed, e.g. held out for
+    the final validation): blocks of ``block_s`` seconds from each segment's first sample,
+    numbered over the allowed samples only, across segments; block i is in fold i % folds."""
+
+    def __init__(self, starts, N: int, allowed: np.ndarray, shift: float, t_first, block_s: float, folds: int):
+        self.starts, self.N, self.allowed, self.shift = list(starts), N, allowed, shift
+        self.t_first, self.block_s, self.folds = list(t_first), block_s, folds
+        self.count = 0
+        self.last: dict[int, int] = {}
+
+    def of(self, a: int, t: np.ndarray) -> np.ndarray:
+        f = np.full(t.size, -1)
+        b = a + t.size
+        for k, (s, e) in enumerate(zip(self.starts, self.starts[1:] + [self.N])):
+            lo, hi = max(a, s), min(b, e)
+            if lo >= hi:
+                continue
+            sel = lo - a + np.flatnonzero(self.allowed[lo:hi])
+            if not sel.size:
+                continue
+            blk = np.floor((t[sel] + self.shift - self.t_first[k]) / self.block_s).astype(int)
+            new = np.empty(blk.size, bool)
+            new[0] = self.last.get(k) != blk[0]
+            new[1:] = blk[1:] != blk[:-1]
+            ids = self.count - 1 + np.cumsum(new)
+            self.count += int(new.sum())
+            self.last[k] = int(blk[-1])
+            f[sel] = ids % self.folds
+        return f
+
+
+def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndarray, shift: float = 0.0,
+                          block_s: float = 2.0, folds: int = 5, chunk: int = CHUNK_SAMPLES,
+                          progress=None) -> CutoffChoice:
+    """The choice (module doc) on processed samples in stores: ``stores[k]`` holds them
+    processed with cutoff ``cands[k]`` (the same rows in each, segments at
+    ``stores[0].segment_starts``); `allowed` (N,) marks the samples that may take part (not
+    held out for the final validation); `shift` is added to the stored times to give the
+    times the blocks are counted on. Reads the stores chunk by chunk: memory independent of
+    their length. Raises `SignalError` when the data cannot decide."""
+    from . import ESTIMATORS
+
+    N = stores[0].n_samples
+    starts = list(stores[0].segment_starts) or [0]
+    ends = starts[1:] + [N]
+    t_first, total_s = [], 0
+    for s, e in zip(starts, ends):
+        t0, t1 = stores[0].read(s, s + 1).t[0] + shift, stores[0].read(e - 1, e).t[0] + shift
+        t_first.append(t0)
+        total_s += float(np.count_nonzero(allowed[s:e])) / max(e - s, 1) * float(t1 - t0)
     block_s = min(block_s, total_s / (2 * folds)) if total_s > 0 else block_s
-    fold_of = []
-    count = 0
-    for a, p in zip(ok_parts, first):
-        f = np.full(p.n_samples, -1)
-        if a.any():
-            b = np.floor((p.t - p.t[0]) / block_s).astype(int)
-            ids = np.unique(b[a], return_inverse=True)[1] + count
-            count = int(ids.max()) + 1
-            f[a] = ids % folds
-        fold_of.append(f)
-    fold = np.concatenate(fold_of)
-    test = fold == folds - 1
-    if not test.any() or not (ok & ~test).any():
-        raise SignalError(f"the recordings ({int(ok.sum())} usable samples) are too short to "
+    thr, guard0 = settings.moving_threshold, 1.0 / cands[0]
+
+    def common_chunks():
+        return store_chunks(stores[0], 0, N, thr, guard0, chunk, model)
+
+    fold = _Folds(starts, N, allowed, shift, t_first, block_s, folds)
+    n_test = n_train = 0
+    scored = np.zeros(model.n, dtype=np.int64)
+    min_step, last_t = math.inf, None          # the smallest step, for the guard margins
+    for a, (d, m) in zip(range(0, N, chunk), common_chunks()):
+        t = d.t if last_t is None else np.concatenate([[last_t], d.t])
+        if t.size > 1:
+            min_step = min(min_step, float(np.min(np.diff(t))))
+        last_t = d.t[-1]
+        f = fold.of(a, d.t)
+        test = f == folds - 1
+        n_test += int(test.sum())
+        n_train += int(((f >= 0) & ~test).sum())
+        scored += (m & test[:, None]).sum(axis=0)
+    if not n_test or not n_train:
+        raise SignalError(f"the recordings ({int(np.count_nonzero(allowed))} usable samples) are too short to "
                           f"cross-validate the filter cutoff in {block_s:g} s blocks")
-    ref = concatenate(first)
-    mask = dead_band_rows(model, ref, settings.moving_threshold, 1.0 / cands[0]) & test[:, None]
-    if not mask.any(axis=0).all():
+    if not scored.all():
         raise SignalError("too few moving samples to cross-validate the filter cutoff")
 
-    base = base or base_parameters(model, settings)
     scores, rms_all = [], []
-    for c in cands:
-        data = concatenate([processed[c][k] for k in usable])
-        s = replace(settings, method="ols", filter=replace(settings.filter, cutoff_hz=c), reversal_guard_s=None)
+    for k, c in enumerate(cands):
+        guard = 1.0 / c
+        train, test = CompressedAccumulator(model, base), CompressedAccumulator(model, base)
+        seq = _SequenceDeadBand(model, thr, guard, int(math.ceil(guard / max(min_step, 1e-9))) + 3)
+        fold = _Folds(starts, N, allowed, shift, t_first, block_s, folds)
+        for a, (d0, m) in zip(range(0, N, chunk), common_chunks()):
+            d = d0 if k == 0 else stores[k].read(a, a + d0.n_samples)
+            f = fold.of(a, d.t)
+            te = np.flatnonzero(f == folds - 1)
+            if te.size:
+                test.add(d.subset(te), m[te])
+            for rows, keep in seq.add(d.subset(np.flatnonzero((f >= 0) & (f != folds - 1)))):
+                train.add(rows, keep)
+            if progress is not None:
+                progress(k * N + a + d.n_samples, len(cands) * N)
+        for rows, keep in seq.end():
+            train.add(rows, keep)
         try:
-            result = identify(model, data.subset(np.flatnonzero(~test & ok)), s, base)
+            values = ESTIMATORS["ols"](train.problem()).values
         except IdentificationError:
             scores.append(math.inf)
             rms_all.append(np.full(model.n, np.inf))
             continue
-        pred = result.predict(model, data.q, data.qd, data.qdd)
-        err = np.where(mask, data.effort_raw - pred, 0.0)
-        rms = np.sqrt((err ** 2).sum(0) / mask.sum(0))
+        rms = test.raw_residual_rms(values)
         rms_all.append(rms)
         scores.append(float(np.mean(np.log(np.maximum(rms, 1e-300)))))
     best = int(np.argmin(scores))
     if not math.isfinite(scores[best]):
         raise SignalError("no cutoff candidate gave an identification; set identification.filter.cutoff_hz")
-    return CutoffChoice(cands[best], cands, tuple(scores), tuple(rms_all))
+    return CutoffChoice(cands[best], tuple(cands), tuple(scores), tuple(rms_all))
 
 
 # ------------------------------------------------------------------ config glue
