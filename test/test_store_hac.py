@@ -11,7 +11,8 @@ from robot_ident.data.stream_filter import ProcessedStore
 from robot_ident.estimation import build_problem, ols, physically_consistent, wls
 from robot_ident.estimation.compressed import accumulate
 from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters
-from robot_ident.estimation.store_hac import StoreRowSource, _LaggedSums
+from robot_ident.estimation.store_hac import StoreRowSource
+from robot_ident.estimation.uncertainty import _LaggedSums
 from robot_ident.model.robot import RobotModel
 from robot_ident.util.blas import single_threaded_blas
 

@@ -28,45 +28,17 @@ for this alone.
 """
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
+from scipy.signal import correlate
 
 from ..util.blas import single_threaded_blas
 
 CORR_FLOOR = 0.05     # autocorrelation below which residuals count as uncorrelated
 LAG_FACTOR = 3        # bandwidth = LAG_FACTOR x correlation length (Bartlett weights taper)
 MAX_LAG_FRACTION = 0.1  # of the samples, at most
-
-
-def residual_autocorrelation(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_joints: int,
-                             max_lag: int) -> np.ndarray:
-    """(n_joints, max_lag + 1) autocorrelation of each joint's residual over sample lags;
-    pairs where either sample is missing are skipped. Computed with FFTs of the zero-filled
-    series and of its mask."""
-    N = int(sample.max()) + 1 if sample.size else 1
-    size = 1 << int(np.ceil(np.log2(2 * N + 1)))
-    out = np.zeros((n_joints, max_lag + 1))
-    for j in range(n_joints):
-        rows = joint == j
-        e = np.zeros(N)
-        m = np.zeros(N)
-        e[sample[rows]] = r[rows] - r[rows].mean()
-        m[sample[rows]] = 1.0
-        fe, fm = np.fft.rfft(e, size), np.fft.rfft(m, size)
-        num = np.fft.irfft(fe * np.conj(fe), size)[:max_lag + 1]
-        cnt = np.fft.irfft(fm * np.conj(fm), size)[:max_lag + 1]
-        cnt = np.maximum(np.round(cnt), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cov = np.where(cnt > 10, num / cnt, 0.0)
-        out[j] = cov / cov[0] if cov[0] > 0 else 0.0
-    return out
-
-
-def correlation_lag(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_joints: int) -> int:
-    """The HAC bandwidth in samples (see the module doc)."""
-    N = int(sample.max()) + 1 if sample.size else 1
-    max_lag = max(1, int(MAX_LAG_FRACTION * N))
-    rho = residual_autocorrelation(r, sample, joint, n_joints, max_lag)
-    return bandwidth_from_autocorrelation(rho, int(np.bincount(joint, minlength=n_joints).min()), max_lag)
+MAX_LAG = 4096          # samples of residual autocorrelation searched at most (20 s at 200 Hz)
 
 
 def bandwidth_from_autocorrelation(rho: np.ndarray, pairs: int, max_lag: int) -> int:
@@ -82,28 +54,140 @@ def bandwidth_from_autocorrelation(rho: np.ndarray, pairs: int, max_lag: int) ->
 
 def hac_covariance(W_w: np.ndarray, r_w: np.ndarray, A_inv: np.ndarray, sample: np.ndarray | None,
                    joint: np.ndarray, n_joints: int) -> tuple[np.ndarray, dict]:
-    """HAC covariance of a (weighted) least-squares estimate; returns (cov, info) with
-    info = {hac_lag_samples, std_inflation_median} (the median ratio of the HAC standard
-    deviations to the white-noise ones)."""
+    """HAC covariance of a (weighted) least-squares estimate from its rows in memory; returns
+    (cov, info) with info = {hac_lag_samples, std_inflation_median} (the median ratio of the
+    HAC standard deviations to the white-noise ones). The rows become one block of the
+    per-sample series `HacSeries` takes (a store's rows arrive in chunks: store_hac.py)."""
     M, p = W_w.shape
     if sample is None:                       # a hand-built problem: rows are sample-major
         sample = np.arange(M) // max(n_joints, 1)
-    with single_threaded_blas():     # a loop of small products: see util/blas.py
-        return _hac(W_w, r_w, A_inv, sample, joint, n_joints)
-
-
-def _hac(W_w, r_w, A_inv, sample, joint, n_joints):
-    M, p = W_w.shape
-    N = int(sample.max()) + 1
-    scores = W_w * r_w[:, None]
+    sample, joint = np.asarray(sample, int), np.asarray(joint, int)
+    N = int(sample.max()) + 1 if M else 1
+    r = np.zeros((N, n_joints))
+    mask = np.zeros((N, n_joints), bool)
+    r[sample, joint] = r_w
+    mask[sample, joint] = True
     G = np.zeros((N, p))
-    np.add.at(G, sample, scores)
-    L = correlation_lag(r_w, sample, joint, n_joints)
-    omega = G.T @ G
-    for k in range(1, L + 1):
-        C = G[:-k].T @ G[k:]
-        omega += (1.0 - k / (L + 1.0)) * (C + C.T)
-    return hac_from_omega(omega, A_inv, M, float(r_w @ r_w), L)
+    np.add.at(G, sample, W_w * r_w[:, None])
+    with single_threaded_blas():     # a loop of small products: see util/blas.py
+        series = HacSeries(n_joints, p, N)
+        series.add(r, mask, G)
+        return series.covariance(A_inv, M)
+
+
+def correlation_lag(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_joints: int) -> int:
+    """The HAC bandwidth in samples of residual rows r (row k: sample[k], joint[k])."""
+    sample, joint = np.asarray(sample, int), np.asarray(joint, int)
+    N = int(sample.max()) + 1 if sample.size else 1
+    e = np.zeros((N, n_joints))
+    mask = np.zeros((N, n_joints), bool)
+    e[sample, joint] = r
+    mask[sample, joint] = True
+    series = HacSeries(n_joints, 0, N)
+    series.add(e, mask, np.zeros((N, 0)))
+    series._f.close()
+    return series.bandwidth()[0]
+
+
+class HacSeries:
+    """The HAC covariance from a problem's per-sample series as they arrive in blocks of
+    consecutive samples: the weighted residuals r (0 outside the problem's rows), the mask
+    of the rows, and the scores g_s = sum_j w_j W[s, j] r_w[s, j]. Per joint the lagged
+    sums of the zero-filled residual e and of its mask m (sum e_t e_t+k, e_t m_t+k,
+    m_t e_t+k, m_t m_t+k for k = 0..K) give the mean-removed autocorrelation exactly
+    (pairs where either sample is missing skipped); the scores go to a temporary file for
+    the Bartlett sum. The lags searched stop at K = min(MAX_LAG_FRACTION of the samples,
+    `max_lag`): residuals still correlated beyond get the bandwidth LAG_FACTOR x K, and the
+    result says so. Memory: K + a block of residuals per joint and L + a block of scores."""
+
+    def __init__(self, n: int, p: int, n_samples: int, max_lag: int = MAX_LAG):
+        self.n, self.p = n, p
+        self.K = int(min(max(1, int(MAX_LAG_FRACTION * n_samples)), max_lag))
+        self.sums = {key: _LaggedSums(self.K, n) for key in ("ee", "em", "me", "mm")}
+        self.r_sum, self.rr, self.counts = np.zeros(n), 0.0, np.zeros(n, dtype=np.int64)
+        self.last_sample, self.done = -1, 0
+        self._f = tempfile.TemporaryFile(prefix="robot_ident_scores_")
+
+    def add(self, r: np.ndarray, mask: np.ndarray, g: np.ndarray) -> None:
+        self._f.write(np.ascontiguousarray(g, dtype="<f8").tobytes())
+        m = mask.astype(float)
+        self.sums["ee"].add(r, r)
+        self.sums["em"].add(r, m)
+        self.sums["me"].add(m, r)
+        self.sums["mm"].add(m, m)
+        self.r_sum += r.sum(axis=0)
+        self.rr += float(np.sum(r * r))
+        self.counts += mask.sum(axis=0)
+        kept = np.flatnonzero(mask.any(axis=1))
+        if kept.size:
+            self.last_sample = self.done + int(kept[-1])
+        self.done += r.shape[0]
+
+    def bandwidth(self) -> tuple[int, int, int]:
+        """(L, lags searched, lags the rule would search): the bandwidth of the series added."""
+        max_lag = max(1, int(MAX_LAG_FRACTION * (self.last_sample + 1)))
+        mu = self.r_sum / np.maximum(self.counts, 1)
+        s = self.sums
+        num = (s["ee"].sum - mu[:, None] * (s["em"].sum + s["me"].sum) + (mu * mu)[:, None] * s["mm"].sum)
+        cnt = np.maximum(np.round(s["mm"].sum), 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cov = np.where(cnt > 10, num / cnt, 0.0)
+            rho = np.where(cov[:, :1] > 0, cov / cov[:, :1], 0.0)
+        searched = min(max_lag, self.K)
+        return bandwidth_from_autocorrelation(rho[:, :searched + 1], int(self.counts.min()), max_lag), searched, \
+            max_lag
+
+    def covariance(self, A_inv: np.ndarray, n_rows: int) -> tuple[np.ndarray, dict]:
+        """(cov, info) of the series added; closes the scores file."""
+        try:
+            L, searched, max_lag = self.bandwidth()
+            omega = _omega(self._f, self.done, self.p, L)
+        finally:
+            self._f.close()
+        cov, info = hac_from_omega(omega, A_inv, n_rows, self.rr, L)
+        if searched < max_lag:
+            info["hac_lags_searched"] = int(searched)
+        return cov, info
+
+
+class _LaggedSums:
+    """sum_t a_t b_t+k for k = 0..K over a series that arrives in blocks (a, b: (B, n))."""
+
+    def __init__(self, K: int, n: int):
+        self.K = K
+        self.sum = np.zeros((n, K + 1))
+        self._tail_a = np.zeros((K, n))
+
+    def add(self, a_block: np.ndarray, b_block: np.ndarray) -> None:
+        K = self.K
+        ext = np.vstack([self._tail_a, a_block])          # (K + B, n): a_t for t in [start - K, end)
+        for j in range(a_block.shape[1]):
+            # out[K - k] = sum_i ext[K - k + i] b[i] = sum_s a_(s-k) b_s
+            out = correlate(ext[:, j], b_block[:, j], mode="valid", method="auto")
+            self.sum[j] += out[::-1]
+        self._tail_a = ext[-K:] if K else ext[:0]
+
+
+def _omega(f, n_samples: int, p: int, L: int, block: int = 5_000) -> np.ndarray:
+    """Bartlett-weighted sum of lagged score products over the scores file."""
+    omega = np.zeros((p, p))
+    tail = np.zeros((0, p))
+    f.seek(0)
+    for a in range(0, n_samples, block):
+        m = min(block, n_samples - a)
+        G = np.frombuffer(f.read(m * p * 8), dtype="<f8").reshape(m, p)
+        omega += G.T @ G
+        ext = np.vstack([tail, G])
+        t = tail.shape[0]
+        for k in range(1, L + 1):
+            if k > t + m - 1:
+                break
+            # pairs (s - k, s) with s in this block and s - k anywhere before it
+            s0 = max(0, k - t)                      # first s in the block with s - k inside ext
+            C = ext[t + s0 - k:t + m - k].T @ G[s0:]
+            omega += (1.0 - k / (L + 1.0)) * (C + C.T)
+        tail = ext[-L:] if L else ext[:0]
+    return omega
 
 
 def hac_from_omega(omega: np.ndarray, A_inv: np.ndarray, n_rows: int, rss: float, lag: int) -> tuple[np.ndarray, dict]:
