@@ -40,7 +40,8 @@ setup(
     extras_require={
         # pytest 9 breaks Humble's launch_testing plugin (every pytest run fails to start)
         # mcap: Foxglove's writer makes the lz4 / CRC / unchunked MCAP files of test/test_bag_fast_read.py
-        "test": ["pytest>=7,<9", "example-robot-data>=4", "xacro>=2", "mcap>=1.1"],
+        # pytest-xdist: the README's test command runs the suite on every core (-n auto)
+        "test": ["pytest>=7,<9", "pytest-xdist>=3", "example-robot-data>=4", "xacro>=2", "mcap>=1.1"],
     },
     zip_safe=True,
     maintainer="robot_ident developers",
