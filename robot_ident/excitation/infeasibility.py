@@ -50,13 +50,10 @@ def explain_infeasible(problem, seed: int = 0, n: int = 40) -> str:
     names = problem.param.joint_names
     labels = [f"joint {names[j]!r} {_QUANTITY[k]}" for k, j in zip(kind, joint)]
     rng = np.random.default_rng(seed)
-    lo, hi = problem.box
     counts: dict[str, int] = {}
     worst: dict[str, float] = {}
     for _ in range(n):
-        x = problem.repair(rng.uniform(lo, hi))
-        if problem.collision is not None:
-            x = problem.random_start(rng)
+        x = problem.random_start(rng)        # as the optimisers start (repaired; collision-aware centre)
         for name, e in _violations(problem, x, A_full, b_full, labels).items():
             counts[name] = counts.get(name, 0) + 1
             worst[name] = max(worst.get(name, 0.0), e)
