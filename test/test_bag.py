@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("rosbags")
 
+from robot_ident.data.bag import BagError, read_recordings_from_config, write_bag_from_config, write_simulation_bag  # noqa: E402
+from robot_ident.data.bag_files import bag_topics  # noqa: E402
 from robot_ident.errors import SignalError  # noqa: E402
 from robot_ident.excitation.fourier import FourierTrajectory  # noqa: E402
-from robot_ident.data.bag import (BagError, bag_topics, read_recordings_from_config,  # noqa: E402
-                                write_bag_from_config, write_simulation_bag)
 from robot_ident.io.config import config_from_parameters  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
 from robot_ident.sim.mujoco_arm import JointTruth, SimNoise, SimulatedArm  # noqa: E402
@@ -187,8 +187,8 @@ def test_identification_from_the_bag_matches_the_in_memory_path(tmp_path, config
     """Currents are the only effort source, the slide is screw-driven: the base parameters
     identified from the bag agree with those from the simulator's in-memory recording."""
     estimation = pytest.importorskip("robot_ident.estimation")
-    from robot_ident.model.base import BaseParameters
     from robot_ident.data.signals import FilterOptions, process
+    from robot_ident.model.base import BaseParameters
     model = RobotModel(URDF, JOINTS)
     truth = JointTruth(np.array([0.05, 0.05, 2.0]), np.array([1.0, 1.5, 20.0]),
                        np.array([0.5, 0.8, 50.0]), np.array([0.2, -0.3, 5.0]))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import RobotIdentError
 from ..model.actuation import ActuatorSet
-from .bag_files import (  # noqa: F401  (BagError, bag_topics, TopicInfo: part of this module's interface)
+from .bag_files import (  # noqa: F401  (BagError, make_typestore, the message types: what writers import from here)
     BAG_VERSIONS,
     DEFAULT_START_NS,
     DYNAMIC_JOINT_STATE,
@@ -35,10 +35,7 @@ from .bag_files import (  # noqa: F401  (BagError, bag_topics, TopicInfo: part o
     JOINT_STATE,
     STORAGES,
     BagError,
-    TopicInfo,
-    bag_topics,
     make_typestore,
-    select_connections,
 )
 from .msgs import JointStreamCollector, dynamic_joint_state_message, joint_state_message
 from .signals import Recording

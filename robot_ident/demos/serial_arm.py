@@ -25,12 +25,13 @@ from ..estimation import IdentificationResult
 from ..estimation.pipeline import IdentificationSettings, base_parameters, identify, validate_result
 from ..estimation.validation import ValidationReport
 from ..excitation import FourierTrajectory
+from ..io.effort_plot import plot_efforts
 from ..io.results import result_to_dict, write_identified_urdf, write_result_yaml
 from ..io.samples import write_run_samples
 from ..io.urdf_export import write_parameters
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
-from ..report.html import plot_efforts, write_html_report
+from ..report.html import write_html_report
 from ..sim import JointTruth, SimNoise, SimulatedArm
 from ..util.atomic import atomic_write_text
 from ..util.progress import Progress

@@ -85,7 +85,6 @@ def correlation_lag(r: np.ndarray, sample: np.ndarray, joint: np.ndarray, n_join
     mask[sample, joint] = True
     series = HacSeries(n_joints, 0, N)
     series.add(e, mask, np.zeros((N, 0)))
-    series._f.close()
     return series.bandwidth()[0]
 
 
@@ -106,10 +105,11 @@ class HacSeries:
         self.sums = {key: _LaggedSums(self.K, n) for key in ("ee", "em", "me", "mm")}
         self.r_sum, self.rr, self.counts = np.zeros(n), 0.0, np.zeros(n, dtype=np.int64)
         self.last_sample, self.done = -1, 0
-        self._f = tempfile.TemporaryFile(prefix="robot_ident_scores_")
+        self._f = tempfile.TemporaryFile(prefix="robot_ident_scores_") if p else None    # p = 0: bandwidth only
 
     def add(self, r: np.ndarray, mask: np.ndarray, g: np.ndarray) -> None:
-        self._f.write(np.ascontiguousarray(g, dtype="<f8").tobytes())
+        if self._f is not None:
+            self._f.write(np.ascontiguousarray(g, dtype="<f8").tobytes())
         m = mask.astype(float)
         self.sums["ee"].add(r, r)
         self.sums["em"].add(r, m)

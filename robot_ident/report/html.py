@@ -1,9 +1,7 @@
-"""The HTML report of a result folder (page.py) and the effort plot (io/effort_plot.py)."""
+"""The HTML report of a result folder (page.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-
-from ..io.effort_plot import plot_efforts  # noqa: F401  (this module's interface)
 
 
 def write_html_report(folder: str | Path, compare=None, trajectory=None, output=None) -> Path:
