@@ -28,7 +28,6 @@ from robot_ident.data.bag import read_streams  # noqa: E402
 from robot_ident.data.joint_stream import JointStream  # noqa: E402
 from robot_ident.data.sync import SyncOptions, SyncResult, synchronise  # noqa: E402
 from robot_ident.errors import RobotIdentError  # noqa: E402
-from robot_ident.estimation.input_checks import check_input  # noqa: E402
 from robot_ident.estimation.pipeline import (  # noqa: E402
     base_parameters,
     identification_config,
@@ -37,10 +36,11 @@ from robot_ident.estimation.pipeline import (  # noqa: E402
     split_holdout,
 )
 from robot_ident.estimation.plausibility import enforce  # noqa: E402
-from robot_ident.io.model_loading import load_model  # noqa: E402
+from robot_ident.estimation.recording_checks import check_input  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
 
 CONFIG = ROOT / "config" / "demo_arm.yaml"

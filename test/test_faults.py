@@ -740,3 +740,40 @@ def test_corrupt_bag_is_one_line_naming_the_bag(world, tmp_path, damage):
     line = one_error_line(err)
     assert code == 2 and str(bag) in line
     assert not (tmp_path / "r").exists()
+
+
+def _frozen_after(joint, t_s):
+    """The stream with `joint` held at its position from `t_s` (s from the first stamp) on."""
+    def edit(s):
+        t = (s.stamps - s.stamps[0]) / 1e9
+        shared = isinstance(s.names[0], str)
+        per_msg = [tuple(s.names)] * len(s) if shared else s.names
+        k0 = int(np.searchsorted(t, t_s))
+        new = dict(s.fields)
+        for f in ("position", "velocity"):
+            if f not in s.fields:
+                continue
+            rows = [np.asarray(v, float).copy() for v in s.fields[f]]
+            at = list(per_msg[k0]).index(joint)
+            hold = rows[k0][at] if f == "position" else 0.0
+            for k in range(k0, len(rows)):
+                if joint in per_msg[k]:
+                    rows[k][list(per_msg[k]).index(joint)] = hold
+            new[f] = np.vstack(rows) if shared else rows
+        return JointStream(s.topic, s.stamps, s.names, new, s.received)
+    return edit
+
+
+def test_a_joint_still_in_the_held_out_part_is_named_and_the_result_written(world, monkeypatch, tmp_path):
+    """Issue 27: a slow joint used to discard the whole result ("no validation sample left").
+    Now it is "not validated" by name, the other joints are validated, the result is kept."""
+    freeze = _frozen_after("wrist_3", 7.4)        # the held-out tail starts at about 7.9 s
+    with_streams(monkeypatch, edited(world, states=freeze, currents=freeze))
+    code, out, err = identify(world, tmp_path / "r")
+    assert code == 0, err
+    assert "warning: joint 'wrist_3': not validated: only" in err
+    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
+    v = d["validation"]["joints"]
+    assert v["wrist_3"]["validated"] is False and all(v[j]["samples"] > 100 for j in world["joints"][:5])
+    assert any("wrist_3" in w and "not validated" in w for w in d["input_checks"]["warnings"])
+    assert "wrist_3" in out and "not validated" in out

@@ -13,7 +13,7 @@ from robot_ident.data.holdout import Holdout, Part, holdout_flags
 from robot_ident.data.signals import FilterOptions, Recording, process
 from robot_ident.data.sync import default_max_gap_s
 from robot_ident.data.table import TableError, read_table, write_table
-from robot_ident.errors import ConfigError
+from robot_ident.errors import ConfigError, SignalError
 from robot_ident.estimation.auto_cutoff import choose_cutoff
 from robot_ident.estimation.pipeline import IdentificationSettings
 from robot_ident.estimation.validation import rms_report
@@ -130,6 +130,42 @@ def test_holdout_modes():
     assert f[2].all() and not f[0].any()
     with pytest.raises(ConfigError, match="choose one"):
         Holdout(fraction=0.2, every=3)
+
+
+@pytest.mark.parametrize("holdout, words", [(Holdout(window=(30, 40)), "span 0-9.99 s, 12-20 s"),
+                                            (Holdout(every=20, block_s=2.0), "12 block(s) in all")])
+def test_holdout_that_selects_nothing_is_an_error_before_identifying(holdout, words):
+    parts = [_part(0, 10), _part(12, 20), _part(0, 5, source="other")]
+    with pytest.raises(SignalError, match="selects no sample") as e:
+        holdout_flags(parts, holdout)
+    assert words in str(e.value) and "nothing would be validated" in str(e.value)
+    assert not any(f.any() for f in holdout_flags(parts, Holdout()))       # nothing asked: nothing held out
+
+
+def test_a_joint_without_moving_held_out_samples_is_not_validated_by_name():
+    """One joint at rest in the held-out part: it is named, the others are validated; the
+    figures are the same whether the samples arrive in one block or several."""
+    from robot_ident.estimation.validation import MIN_VALIDATION_SAMPLES, RmsAccumulator, not_validated_lines
+    rng = np.random.default_rng(0)
+    t = np.arange(200) * 0.01
+    meas = rng.normal(size=(200, 3))
+    pred = meas + 0.1 * rng.normal(size=(200, 3))
+    mask = np.ones((200, 3), bool)
+    mask[:, 1] = False
+    mask[:MIN_VALIDATION_SAMPLES - 1, 1] = True         # one sample short of enough
+    r = rms_report(t, meas, pred, ("a", "torso", "c"), mask, noise_std=[0.1, 0.1, 0.1], moving_threshold=0.05)
+    assert list(r.not_validated) == ["torso"] and r.validated.tolist() == [True, False, True]
+    assert f"only {MIN_VALIDATION_SAMPLES - 1} moving held-out sample(s)" in r.not_validated["torso"]
+    assert np.isnan(r.rms[1]) and np.isfinite(r.rms[[0, 2]]).all()
+    assert r.rms[0] == pytest.approx(np.sqrt(np.mean((meas[:, 0] - pred[:, 0]) ** 2)))
+    d = r.as_dict()
+    assert d["torso"]["validated"] is False and "rms" not in d["torso"] and d["a"]["samples"] == 200
+    assert not_validated_lines(r) == [f"warning: joint 'torso': not validated: {r.not_validated['torso']}"]
+    acc = RmsAccumulator(("a", "torso", "c"))
+    for a in range(0, 200, 37):
+        acc.add(t[a:a + 37], meas[a:a + 37], pred[a:a + 37], mask[a:a + 37])
+    blocks = acc.report([0.1, 0.1, 0.1], 0.05)
+    assert np.allclose(blocks.rms, r.rms, equal_nan=True) and blocks.not_validated == r.not_validated
     with pytest.raises(ConfigError, match="k >= 2"):
         Holdout(every=1)
 
@@ -153,8 +189,8 @@ def test_cutoff_follows_the_data(arm3):
 
 # ----------------------------------------------------------------------- NRMS, gaps
 def test_nrms_against_limit_or_range():
-    t = np.arange(4.0)
-    meas = np.array([[1.0, 0.0], [-1.0, 0.1], [1.0, -0.1], [-1.0, 0.0]])
+    t = np.arange(12.0)
+    meas = np.tile(np.array([[1.0, 0.0], [-1.0, 0.1], [1.0, -0.1], [-1.0, 0.0]]), (3, 1))
     pred = meas + np.array([[0.1, 0.02]])
     r = rms_report(t, meas, pred, ("a", "b"), effort_limit=[50.0, np.inf])
     assert r.nrms[0] == pytest.approx(0.1 / 50.0)

@@ -418,7 +418,8 @@ def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
     assert read_mode(tmp_path / "d") == "streaming"
     assert main(["identify", *bag, "--output", str(tmp_path / "m"), "--in-memory", *common]) == 0
     assert read_mode(tmp_path / "m") is None
-    assert main(["identify", *bag, "--output", str(tmp_path / "h"), "--holdout-every", "3", *common]) == 0
+    assert main(["identify", *bag, "--output", str(tmp_path / "h"), "--holdout-every", "3", "--holdout-block", "2",
+                 *common]) == 0
     assert read_mode(tmp_path / "h") is None
     a = yaml.safe_load((tmp_path / "d" / "result.yaml").read_text())
     b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())

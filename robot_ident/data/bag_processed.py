@@ -50,7 +50,7 @@ def process_bag(path, cfg, filter_options: FilterOptions, sync_options: SyncOpti
     the chunked path does not handle (see `stream_sync`). The samples' joints are in the
     order of `joints` (the model's; default the config's), matched by name.
 
-    `observer` (e.g. `estimation.stream_checks.StreamedInputChecks`) sees the data on the
+    `observer` (e.g. `estimation.recording_checks.InputChecks`) sees the data on the
     way: ``observer.piece(segment, rec)`` every synchronised, converted piece (a segment's
     pieces in time order), ``observer.segment_end(segment, kept)`` when a segment ends
     (``kept``: long enough to be one of the segments `sync.synchronise` keeps), and

@@ -84,12 +84,12 @@ def holdout_flags(parts: Sequence[Part], holdout: Holdout) -> list[np.ndarray]:
     if not parts:
         raise SignalError("no processed segment to identify from")
     flags = [np.zeros(p.data.n_samples, bool) for p in parts]
+    count = 0
     if holdout.window is not None:
         t0, t1 = holdout.window
         for p, f in zip(parts, flags):
             f[:] = (p.data.t >= t0) & (p.data.t <= t1)
     elif holdout.every:
-        count = 0
         for p, f in zip(parts, flags):
             for idx in _blocks(p, holdout.block_s):
                 if idx.size < 3:            # a sliver at a segment's end: identify from it
@@ -105,6 +105,12 @@ def holdout_flags(parts: Sequence[Part], holdout: Holdout) -> list[np.ndarray]:
             start += p.data.n_samples
     if all(f.all() for f in flags):
         raise SignalError(f"hold-out ({holdout.describe()}) leaves no sample to identify from")
+    if (holdout.window is not None or holdout.every or holdout.fraction > 0) and not any(f.any() for f in flags):
+        spans = ", ".join(f"{p.data.t[0]:.3g}-{p.data.t[-1]:.3g} s" for p in parts[:4]) + (
+            ", ..." if len(parts) > 4 else "")
+        blocks = (f" ({count} block(s) in all)" if holdout.every else "")
+        raise SignalError(f"hold-out ({holdout.describe()}) selects no sample{blocks}: the processed segments "
+                          f"span {spans} of their recordings; nothing would be validated")
     return flags
 
 

@@ -28,11 +28,11 @@ import math
 import numpy as np
 
 from ..data.signals import ProcessedData
-from ..errors import IdentificationError, SignalError
+from ..errors import IdentificationError
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
 from .problem import IdentificationProblem
-from .validation import ValidationReport, nrms_of
+from .validation import RmsAccumulator, ValidationReport
 
 CHUNK_SAMPLES = 4000
 PLOT_POINTS = 10_000     # samples kept for the plots of a streamed identification
@@ -139,38 +139,9 @@ def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold
                    progress=None) -> ValidationReport:
     """`validation.validate` on rows [lo, hi) of a store, chunk by chunk; the report's
     time series hold every k-th sample (at most `plot_points`), the figures all."""
-    n = model.n
-    ss, ref, mx, cnt = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64)
-    lo_e, hi_e = np.full(n, np.inf), np.full(n, -np.inf)          # measured range, for the NRMS fallback
-    every = max(1, -(-(hi - lo) // plot_points))
-    ts, meas, pred_s = [], [], []
-    done = 0
+    acc = RmsAccumulator(model.joint_names, every=-(-(hi - lo) // plot_points))
     for d, mask in store_chunks(store, lo, hi, threshold, guard_s, chunk, model):
-        pred = result.predict(model, d.q, d.qd, d.qdd)
-        e = d.effort_raw - pred
-        ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)
-        ref += np.sum(np.where(mask, d.effort_raw ** 2, 0.0), axis=0)
-        mx = np.maximum(mx, np.max(np.where(mask, np.abs(e), 0.0), axis=0))
-        cnt += mask.sum(axis=0)
-        lo_e = np.minimum(lo_e, np.min(np.where(mask, d.effort_raw, np.inf), axis=0))
-        hi_e = np.maximum(hi_e, np.max(np.where(mask, d.effort_raw, -np.inf), axis=0))
-        first = -done % every
-        idx = np.arange(first, d.n_samples, every)
-        ts.append(d.t[idx])
-        meas.append(d.effort_raw[idx])
-        pred_s.append(pred[idx])
-        done += d.n_samples
+        acc.add(d.t, d.effort_raw, result.predict(model, d.q, d.qd, d.qdd), mask)
         if progress is not None:
-            progress(done, hi - lo)
-    for k in range(n):
-        if cnt[k] == 0:
-            raise SignalError(f"no validation sample left for joint {model.joint_names[k]!r} "
-                              f"(moving threshold {threshold})")
-    rms = np.sqrt(ss / cnt)
-    rref = np.sqrt(ref / cnt)
-    with np.errstate(divide="ignore"):
-        rel = np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf)
-    ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
-    nrms, scale, refs = nrms_of(rms, model.limits.effort, np.where(cnt > 0, hi_e - lo_e, 0.0))
-    return ValidationReport(tuple(model.joint_names), rms, rel, ratio, mx, cnt.astype(int), threshold,
-                            np.concatenate(ts), np.vstack(meas), np.vstack(pred_s), nrms, scale, refs)
+            progress(acc.done, hi - lo)
+    return acc.report(noise_std, threshold, model.limits.effort)

@@ -1,10 +1,12 @@
 """Plausibility checks run before identifying: input that would give a confident wrong
 answer is named, with its likely cause, instead of being fitted.
 
-Each check yields a `Finding` whose `line()` starts with ``warning:`` and names the
-joint or topic and the likely cause (the same text goes to the command line and to
-the identification node's diagnostics). Findings of severity ``error`` make
-`enforce` refuse (`PlausibilityError`) unless forced.
+Each check yields a `Finding` whose `line()` starts with ``warning:`` (``note:`` for
+what was seen and handled) and names the joint or topic and the likely cause (the same
+text goes to the command line and to the identification node's diagnostics). Findings
+of severity ``error`` make `enforce` refuse (`PlausibilityError`) unless forced. The
+statistics are accumulated chunk by chunk (estimation/recording_checks.py,
+estimation/gain_check.py); this module judges them.
 
 =====================================  ==========  ===========================================
 check                                  severity    threshold
@@ -18,10 +20,17 @@ constant / dead effort channel         error       no change while the joint mov
 gain / direction (CAD regression)      warning     slope outside [0.67, 1.5]
                                        error       slope < 0 or < 1/3 (above: the effort limit
                                                    check; a missing payload also raises it)
-effort spikes                          error       (warning with method robust)
-position spikes                        error
+effort / position spikes               note        spike energy <= the channel's noise energy
+  (> max(10 robust sigma, 5 % of       warning     amplitude ratio sqrt(spikes / noise) <= 3
+  the range) from the median of 7)     error       > 3 (a warning with method robust)
 unidentified joints that move          error       a URDF joint not in `joints:` moving > 0.01
 =====================================  ==========  ===========================================
+
+A spike is judged by what it can do to the estimate: filtering, differentiation and
+least squares are linear, so isolated spikes reach the parameters as the channel's own
+noise does, and their effect compares with the noise's by the ratio of energies. Heavy-
+tailed sensor noise (a torque sensor's rare 10-sigma samples) is kept with a note; a
+glitch of 1e4 A or 100 rad outweighs the noise by orders of magnitude and is refused.
 
 The gain check regresses each joint's measured effort on the effort the CAD model
 predicts (Pinocchio, nominal parameters) with offset, viscous and Coulomb terms
@@ -34,7 +43,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.signal import medfilt
 
 from ..errors import RobotIdentError
 
@@ -53,12 +61,12 @@ class PlausibilityError(RobotIdentError):
 
 @dataclass(frozen=True)
 class Finding:
-    severity: str        # 'warning' or 'error'
+    severity: str        # 'note' (said, nothing wrong), 'warning' or 'error'
     subject: str         # "joint 'elbow'" or "topic '/joint_states'"
     text: str            # what was seen and the likely cause
 
     def line(self) -> str:
-        return f"warning: {self.subject}: {self.text}"
+        return f"{'note' if self.severity == 'note' else 'warning'}: {self.subject}: {self.text}"
 
 
 def _fmt(x: float) -> str:
@@ -92,43 +100,53 @@ def spike_levels(x: np.ndarray, d: np.ndarray) -> np.ndarray:
     return lev
 
 
+@dataclass(frozen=True)
+class SpikeCount:
+    """The spikes of one signal of one segment: how many (a spike on two grid points counts
+    once), the largest excursion, and the sums over the flagged samples of the squared
+    and of the absolute excursions."""
+    count: int = 0
+    largest: float = 0.0
+    energy: float = 0.0
+    abs_sum: float = 0.0
+    samples: int = 0          # flagged samples (a spike on two grid points: 2)
+
+
 def count_spikes(level: np.ndarray, level_before: np.ndarray, excursion: np.ndarray, thr: float,
-                 n_samples: int) -> tuple[int, float]:
-    """(count, largest excursion) of the samples whose level exceeds `thr`, a spike on two
-    grid points counted once (`level_before`: the previous sample's level); none when more
-    than 5 % of the `n_samples` would be spikes (noise, not spikes)."""
+                 n_samples: int) -> SpikeCount:
+    """The samples whose level exceeds `thr` (`level_before`: the previous sample's level);
+    none when more than 5 % of the `n_samples` would be spikes (noise, not spikes)."""
     bad = level > thr
     first = bad & ~(level_before > thr)
     n = int(first.sum())
     if n == 0 or n > SPIKE_MAX_FRACTION * n_samples:
-        return 0, 0.0
-    return n, float(np.max(excursion[first]))
+        return SpikeCount()
+    e = excursion[bad]
+    return SpikeCount(n, float(np.max(excursion[first])), float(e @ e), float(e.sum()), int(bad.sum()))
 
 
-def _spikes(x: np.ndarray) -> tuple[int, float]:
-    """Isolated outliers of a 1-D signal: (count, largest excursion). A sample is a spike
-    when it is further than max(10 robust sigma, 5 % of the range) from the running
-    median of 7 and from the samples two before and after, on the same side. Bursts longer than 2
-    samples are not spikes (the median follows them)."""
-    if x.size < 9:
-        return 0, 0.0
-    smooth = medfilt(x, MEDIAN_WINDOW)
-    d = x - smooth
-    med = float(np.median(d))
-    thr = spike_threshold(float(np.median(np.abs(d - med))), float(np.ptp(smooth)))
-    lev = spike_levels(x, d)
-    return count_spikes(lev, np.concatenate([[0.0], lev[:-1]]), np.abs(d), thr, x.size)
+def noise_sigma(mad: float, abs_sum: float, n: int, spikes: SpikeCount) -> float:
+    """The robust sigma of a signal's noise (its deviations from the median of 7): the larger
+    of the MAD's and the mean absolute deviation's Gaussian-consistent sigma, the flagged
+    samples left out of the mean (the MAD alone is 0 on a quantised signal that mostly
+    equals its median)."""
+    mean_abs = (abs_sum - spikes.abs_sum) / max(n - spikes.samples, 1)
+    return max(1.4826 * mad, 1.2533 * max(mean_abs, 0.0))
 
 
 @dataclass
 class JointRecordingStats:
-    """What `judge_recordings` judges about one joint over all synchronised segments:
-    computed from the segments in memory (`recording_stats`) or piece by piece on a
-    stream (`estimation.stream_checks`)."""
+    """What `judge_recordings` judges about one joint over all synchronised segments,
+    accumulated piece by piece (`estimation.recording_checks.RecordingChecks`; a segment in
+    memory is one piece)."""
     spikes_effort: int = 0
     spike_effort: float = 0.0        # largest effort spike excursion
+    spike_effort_energy: float = 0.0   # sum of the flagged samples' squared excursions
+    effort_noise_energy: float = 0.0   # sum over segments of samples x noise sigma^2
     spikes_position: int = 0
     spike_position: float = 0.0
+    spike_position_energy: float = 0.0
+    position_noise_energy: float = 0.0
     peak_effort: float = 0.0         # max |median of 7 of the effort| (a segment < 7 samples: max |effort|)
     q_min: float = np.inf
     q_max: float = -np.inf
@@ -137,55 +155,38 @@ class JointRecordingStats:
     velocity_ratio: float | None = None   # median of measured velocity / dq/dt (None: not measurable)
 
 
-def velocity_ratio_samples(q: np.ndarray, qd: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
-    """The ratios qd / (dq/dt) of one segment's samples where |dq/dt| exceeds 5 % of its
-    maximum (None when the segment has no velocities, < 5 samples or < 10 such samples)."""
-    if qd is None or q.size < 5:
-        return None
-    dq = np.gradient(q, t)
-    m = velocity_ratio_mask(dq)
-    return qd[m] / dq[m] if m.sum() >= 10 else None
-
-
 def velocity_ratio_mask(dq: np.ndarray, dq_max: float | None = None) -> np.ndarray:
     """The samples the velocity check uses: |dq/dt| > max(5 % of the segment's max |dq/dt|, 1e-6)."""
     top = float(np.max(np.abs(dq))) if dq_max is None else dq_max
     return np.abs(dq) > max(0.05 * top, 1e-6)
 
 
-def recording_stats(model, segments: Sequence) -> tuple[list[JointRecordingStats], int]:
-    """Per joint (model order) statistics of the synchronised segments, and their sample count."""
-    joints = model.joint_names
-    segs = [s.reorder(joints) for s in segments]
-    out = []
-    for k in range(len(joints)):
-        st = JointRecordingStats()
-        sp_e = [_spikes(s.effort[:, k]) for s in segs]
-        st.spikes_effort = sum(n for n, _ in sp_e)
-        st.spike_effort = max((b for _, b in sp_e), default=0.0)
-        sp_q = [_spikes(s.q[:, k]) for s in segs]
-        st.spikes_position = sum(n for n, _ in sp_q)
-        st.spike_position = max((b for _, b in sp_q), default=0.0)
-        st.peak_effort = max(float(np.max(np.abs(medfilt(s.effort[:, k], MEDIAN_WINDOW)))) if s.n_samples >= 7
-                             else float(np.max(np.abs(s.effort[:, k]))) for s in segs)
-        st.q_min = min(float(np.min(s.q[:, k])) for s in segs)
-        st.q_max = max(float(np.max(s.q[:, k])) for s in segs)
-        st.effort_constant = all(np.ptp(s.effort[:, k]) == 0 for s in segs)
-        st.first_effort = float(segs[0].effort[0, k])
-        ratios = [r for s in segs
-                  if (r := velocity_ratio_samples(s.q[:, k], None if s.qd is None else s.qd[:, k],
-                                                  np.asarray(s.t))) is not None]
-        st.velocity_ratio = float(np.median(np.concatenate(ratios))) if ratios else None
-        out.append(st)
-    return out, int(sum(s.n_samples for s in segs))
+SPIKE_NOTE, SPIKE_ERROR = 1.0, 3.0   # energy ratio (amplitude): spikes / the channel's noise
 
 
-def check_recordings(model, segments: Sequence, method: str = "physical",
-                     effort_label: str = "effort") -> list[Finding]:
-    """Checks on the synchronised segments (efforts already converted): limits, velocity
-    against dq/dt, dead channels, spikes. `segments` are `signals.Recording`s."""
-    stats, n = recording_stats(model, segments)
-    return judge_recordings(model, stats, n, method, effort_label)
+def _spike_finding(what: str, unit: str, n: int, largest: float, energy: float, noise_energy: float,
+                   n_samples: int, method: str, subj: str, cause: str) -> Finding:
+    """Spikes judged by what they can do to the estimate. The low-pass, differentiation and
+    least squares are linear: isolated spikes reach the estimate as the channel's noise
+    does, so their effect compares with the noise's by the ratio of their energies.
+    Amplitude ratio r = sqrt(spike energy / noise energy): up to 1 they add less error than
+    the noise already does (a note: heavy-tailed sensor noise, kept), up to 3 a warning,
+    beyond an error (a warning with the robust estimator, which discounts them)."""
+    sigma = float(np.sqrt(noise_energy / max(n_samples, 1)))
+    r = float(np.sqrt(energy / noise_energy)) if noise_energy > 0 else float("inf")
+    sig = f", {largest / sigma:.3g} sigma of the channel's noise" if sigma > 0 else ""
+    head = (f"{n} {what} spike(s) of up to {_fmt(largest)} {unit} ({100 * n / n_samples:.2g} % of samples{sig})")
+    ratio = (f"{r:.3g} x the channel's noise in amplitude" if np.isfinite(r) else
+             "on a channel without noise")
+    if r <= SPIKE_NOTE:
+        return Finding("note", subj, f"{head} weigh {ratio}: heavy-tailed sensor noise, kept (the low-pass "
+                                     "averages them)")
+    robust = method == "robust"
+    sev = "warning" if robust or r <= SPIKE_ERROR else "error"
+    tail = ("the robust estimator discounts them" if robust else
+            "they bias the estimate like that much extra noise; identify with --method robust"
+            if sev == "warning" else "identify with --method robust")
+    return Finding(sev, subj, f"{head} weigh {ratio} ({cause}); {tail}")
 
 
 def judge_recordings(model, stats: Sequence[JointRecordingStats], n_samples: int, method: str = "physical",
@@ -200,19 +201,14 @@ def judge_recordings(model, stats: Sequence[JointRecordingStats], n_samples: int
         pos_unit = "m" if model.is_prismatic(j) else "rad"
         moves = st.q_max - st.q_min > MOVING
         # spikes first: the other checks use robust statistics, but say what was seen
-        n_e, big_e = st.spikes_effort, st.spike_effort
-        if n_e:
-            sev = "warning" if method == "robust" else "error"
-            out.append(Finding(sev, subj, f"{n_e} effort spike(s) of up to {_fmt(big_e)} {unit} "
-                                          f"({100 * n_e / n_samples:.2g} % of samples; a glitching current "
-                                          "sensor or driver)" + ("; the robust estimator discounts them"
-                                                                  if method == "robust" else
-                                                                  "; identify with --method robust")))
-        n_q = st.spikes_position
-        if n_q:
-            big_q = st.spike_position
-            out.append(Finding("error", subj, f"{n_q} position spike(s) of up to {_fmt(big_q)} {pos_unit} "
-                                              "(encoder or driver glitches); they corrupt the accelerations"))
+        if st.spikes_effort:
+            out.append(_spike_finding("effort", unit, st.spikes_effort, st.spike_effort, st.spike_effort_energy,
+                                      st.effort_noise_energy, n_samples, method, subj,
+                                      "a glitching current sensor or driver"))
+        if st.spikes_position:
+            out.append(_spike_finding("position", pos_unit, st.spikes_position, st.spike_position,
+                                      st.spike_position_energy, st.position_noise_energy, n_samples, method, subj,
+                                      "encoder or driver glitches; they corrupt the accelerations"))
         # effort limit, on the median-filtered efforts: a few spikes are reported above, not here
         L = float(lim.effort[k])
         if np.isfinite(L) and L > 0:
@@ -284,21 +280,6 @@ def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, fl
     if pp <= 0 or yy <= 0:
         return float("nan"), 0.0
     return float(p @ y) / pp, float(p @ y) / np.sqrt(pp * yy)
-
-
-def gain_slopes(model, data, pred=None) -> dict:
-    """Per joint: (slope, partial correlation) of the measured effort regressed on a
-    prediction (default: the CAD model's rigid-body efforts) with offset, viscous,
-    Coulomb and armature (qdd) terms (`data`: `signals.ProcessedData`)."""
-    cols = gain_columns(model, data, pred)
-    if cols is None:
-        return {}
-    return {j: projected_slope(cols[:, k, :]) for k, j in enumerate(model.joint_names)}
-
-
-def check_gains(model, data, skip: Sequence[str] = ()) -> list[Finding]:
-    """Gain / direction check against the CAD model (see the module doc)."""
-    return judge_gains(gain_slopes(model, data), skip)
 
 
 def judge_gains(slopes: dict, skip: Sequence[str] = ()) -> list[Finding]:

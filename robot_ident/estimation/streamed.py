@@ -55,7 +55,7 @@ def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, c
     chooses it, on the same read of the bag (estimation/stream_cutoff.py), or, when the
     data cannot decide, ``icfg``'s (the default) with a note; result.yaml's source records
     the cutoff, whether it was chosen and the note, as the in-memory path does.
-    The input plausibility checks (estimation/stream_checks.py, the same findings as in
+    The input plausibility checks (estimation/recording_checks.py, the same code as in
     memory) run while the bag is read; their ``warning:`` lines and the model-quality
     ones go to `warn` and follow `warnings` (lines given by the caller) in result.yaml;
     an implausible input is refused (`plausibility.PlausibilityError`) unless `force`.
@@ -71,10 +71,10 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
                        auto_cutoff):
     from .conditioning import quality_warnings
     from .plausibility import enforce
-    from .stream_checks import StreamedInputChecks
+    from .recording_checks import InputChecks
 
     settings = icfg.settings
-    checks = StreamedInputChecks(model, settings.method, cfg.effort_field)
+    checks = InputChecks(model, settings.method, cfg.effort_field)
     base = base_parameters(model, settings)
     cutoff = {"filter_cutoff_chosen_from_data": False,
               "filter_cutoff_note": f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"}
@@ -137,6 +137,10 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
                     validation = validate_result(result, model, store.read(cut, N), settings)
         if cut < N:           # the held-out samples for samples.npz, as the in-memory path keeps them
             valid_data = _decimated(store, cut, N, model, thr, guard)[0]
+        from .validation import not_validated_lines
+        for line in not_validated_lines(validation):
+            warn(line)
+            warnings.append(line)
         if result.quality is not None:
             for line in quality_warnings(result.quality):
                 warn(line)
@@ -175,11 +179,11 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
     `keep_samples`, the fourth item is a decimated copy of the samples (at most 3000:
     data, predicted efforts, moving mask) for the report's validation_samples.npz, else None."""
     from .plausibility import check_unidentified_motion, enforce
-    from .stream_checks import StreamedInputChecks
+    from .recording_checks import InputChecks
 
     progress = progress or Progress(quiet=True)
     values_model = _BaseValues(base, values)
-    checks = StreamedInputChecks(model, "robust", cfg.effort_field,
+    checks = InputChecks(model, "robust", cfg.effort_field,
                                  predict=lambda d: values_model.predict(model, d.q, d.qd, d.qdd))
     with single_threaded_blas():
         with progress.stage("read bag"):

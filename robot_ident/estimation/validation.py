@@ -12,7 +12,7 @@ over the measured effort range (max - min); ``nrms_reference`` says which.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,11 +21,15 @@ from ..errors import SignalError
 from ..model.robot import RobotModel
 from ..model.transmission import dead_band_rows
 
+# A joint with fewer moving held-out samples than this is "not validated" (by name);
+# the others are validated and the result is kept.
+MIN_VALIDATION_SAMPLES = 10
+
 
 @dataclass
 class ValidationReport:
     joint_names: tuple[str, ...]
-    rms: np.ndarray              # (n,) RMS of measured - predicted [N*m or N]
+    rms: np.ndarray              # (n,) RMS of measured - predicted [N*m or N] (NaN: not validated)
     relative_rms: np.ndarray     # (n,) rms / RMS(measured)
     noise_ratio: np.ndarray | None  # (n,) rms / effort noise std, when the noise is known
     max_abs_error: np.ndarray    # (n,)
@@ -37,10 +41,19 @@ class ValidationReport:
     nrms: np.ndarray | None = None          # (n,) rms / nrms_scale
     nrms_scale: np.ndarray | None = None    # (n,) effort limit or measured range [N*m or N]
     nrms_reference: tuple[str, ...] = ()    # per joint: 'effort_limit' or 'effort_range'
+    not_validated: dict = field(default_factory=dict)   # joint -> why (too few moving samples)
+
+    @property
+    def validated(self) -> np.ndarray:
+        """(n,) True for the joints with a validation figure."""
+        return np.array([j not in self.not_validated for j in self.joint_names])
 
     def as_dict(self) -> dict:
         out = {}
         for k, j in enumerate(self.joint_names):
+            if j in self.not_validated:
+                out[j] = {"validated": False, "reason": self.not_validated[j], "samples": int(self.n_samples[k])}
+                continue
             d = {"rms": float(self.rms[k]), "relative_rms": float(self.relative_rms[k]),
                  "max_abs_error": float(self.max_abs_error[k]), "samples": int(self.n_samples[k])}
             if self.noise_ratio is not None:
@@ -53,34 +66,77 @@ class ValidationReport:
         return out
 
 
+class RmsAccumulator:
+    """Per-joint RMS of measured - predicted over masked samples that arrive in blocks; the
+    report's time series keep every `every`-th sample (counted over all blocks). A whole
+    recording in memory is one block (`rms_report`)."""
+
+    def __init__(self, joint_names, every: int = 1):
+        self.joint_names = tuple(joint_names)
+        n = len(self.joint_names)
+        self.ss, self.ref, self.mx = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.cnt = np.zeros(n, dtype=np.int64)
+        self.lo, self.hi = np.full(n, np.inf), np.full(n, -np.inf)    # measured range (NRMS fallback)
+        self.every = max(1, int(every))
+        self.done = 0
+        self.ts, self.meas, self.pred = [], [], []
+
+    def add(self, t, measured, predicted, mask=None) -> None:
+        measured = np.asarray(measured, float)
+        predicted = np.asarray(predicted, float)
+        if measured.shape != predicted.shape:
+            raise SignalError(f"measured {measured.shape} and predicted {predicted.shape} efforts differ in shape")
+        mask = np.ones(measured.shape, bool) if mask is None else np.asarray(mask, bool)
+        e = measured - predicted
+        self.ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)
+        self.ref += np.sum(np.where(mask, measured ** 2, 0.0), axis=0)
+        self.mx = np.maximum(self.mx, np.max(np.where(mask, np.abs(e), 0.0), axis=0, initial=0.0))
+        self.cnt += mask.sum(axis=0)
+        self.lo = np.minimum(self.lo, np.min(np.where(mask, measured, np.inf), axis=0, initial=np.inf))
+        self.hi = np.maximum(self.hi, np.max(np.where(mask, measured, -np.inf), axis=0, initial=-np.inf))
+        idx = np.arange(-self.done % self.every, measured.shape[0], self.every)
+        self.ts.append(np.asarray(t)[idx])
+        self.meas.append(measured[idx])
+        self.pred.append(predicted[idx])
+        self.done += measured.shape[0]
+
+    def report(self, noise_std=None, moving_threshold=None, effort_limit=None) -> ValidationReport:
+        """The report; a joint with fewer than MIN_VALIDATION_SAMPLES masked samples is not
+        validated (NaN figures, the reason in `not_validated`), the others are."""
+        n = len(self.joint_names)
+        ok = self.cnt >= MIN_VALIDATION_SAMPLES
+        c = np.where(ok, self.cnt, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rms = np.where(ok, np.sqrt(self.ss / c), np.nan)
+            rref = np.sqrt(self.ref / c)
+            rel = np.where(ok, np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf), np.nan)
+        ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
+        nrms, scale, refs = nrms_of(rms, effort_limit, np.where(ok, self.hi - self.lo, 0.0))
+        moving = "" if moving_threshold is None else f" (|velocity| > {moving_threshold:g} outside reversals)"
+        why = {self.joint_names[k]: f"only {int(self.cnt[k])} moving held-out sample(s){moving}; at least "
+                                    f"{MIN_VALIDATION_SAMPLES} are needed"
+               for k in range(n) if not ok[k]}
+        cat = (lambda a, w: np.concatenate(a) if a else np.zeros((0,) if w == 0 else (0, n)))  # noqa: E731
+        return ValidationReport(self.joint_names, rms, rel, ratio, np.where(ok, self.mx, np.nan), self.cnt.astype(int),
+                                moving_threshold, cat(self.ts, 0), cat(self.meas, n), cat(self.pred, n), nrms, scale,
+                                refs, why)
+
+
+def not_validated_lines(report: ValidationReport | None) -> list[str]:
+    """One ``warning:`` line per joint the validation could not judge."""
+    if report is None:
+        return []
+    return [f"warning: joint {j!r}: not validated: {why}" for j, why in report.not_validated.items()]
+
+
 def rms_report(t, measured, predicted, joint_names, mask=None, noise_std=None,
                moving_threshold=None, effort_limit=None) -> ValidationReport:
     """Per-joint RMS of measured - predicted over the samples where mask is True; NRMS
     against `effort_limit` (per joint; a non-positive or non-finite entry falls back on
     the measured effort range)."""
-    measured = np.asarray(measured, float)
-    predicted = np.asarray(predicted, float)
-    if measured.shape != predicted.shape:
-        raise SignalError(f"measured {measured.shape} and predicted {predicted.shape} efforts differ in shape")
-    mask = np.ones(measured.shape, bool) if mask is None else np.asarray(mask, bool)
-    n = measured.shape[1]
-    rms, rel, mx, cnt, span = (np.zeros(n) for _ in range(5))
-    for k in range(n):
-        m = mask[:, k]
-        if not m.any():
-            raise SignalError(f"no validation sample left for joint {joint_names[k]!r} "
-                              f"(moving threshold {moving_threshold})")
-        e = measured[m, k] - predicted[m, k]
-        rms[k] = np.sqrt(np.mean(e ** 2))
-        ref = np.sqrt(np.mean(measured[m, k] ** 2))
-        rel[k] = rms[k] / ref if ref > 0 else np.inf
-        mx[k] = np.max(np.abs(e))
-        cnt[k] = m.sum()
-        span[k] = np.ptp(measured[m, k])
-    ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
-    nrms, scale, refs = nrms_of(rms, effort_limit, span)
-    return ValidationReport(tuple(joint_names), rms, rel, ratio, mx, cnt.astype(int), moving_threshold,
-                            np.asarray(t), measured, predicted, nrms, scale, refs)
+    acc = RmsAccumulator(joint_names)
+    acc.add(t, measured, predicted, mask)
+    return acc.report(noise_std, moving_threshold, effort_limit)
 
 
 def nrms_of(rms: np.ndarray, effort_limit, effort_range: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple]:

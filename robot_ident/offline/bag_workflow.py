@@ -18,7 +18,7 @@ from ..estimation.pipeline import (
     split_holdout,
     validate_result,
 )
-from ..estimation.validation import ValidationReport, rms_report
+from ..estimation.validation import ValidationReport, not_validated_lines, rms_report
 from ..io.model_loading import load_model
 from ..io.result_folder import write_result_folder
 from ..io.results import load_result
@@ -160,7 +160,7 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     `force_auto_cutoff`, or ``cutoff_hz: auto``) chosen from the data -- streamed by
     estimation/stream_cutoff.py, in memory by `offline.inputs.identify_inputs` (the same
     choice). Plausibility checks and the inter-topic lag
-    (estimation/input_checks.py, or estimation/stream_checks.py on the stream) run before
+    (estimation/recording_checks.py, in memory or on the stream) run before
     identifying: their ``warning:`` lines go to `warn`; an implausible input is refused
     unless `force`. A model the data do not
     determine is marked in result.yaml and identified.urdf."""
@@ -168,8 +168,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.conditioning import quality_warnings
-    from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
+    from ..estimation.recording_checks import check_input
     from ..estimation.streamed import identify_streamed
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
@@ -229,6 +229,9 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
             validation = validate_result(result, model, valid_data, settings)
+        for line in not_validated_lines(validation):
+            warn(line)
+            warnings.append(line)
     out = Path(output)
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
@@ -275,7 +278,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     serial arm's rosbag2 in bounded memory, chunk by chunk, and anything else at once; True
     insists on streaming, False reads at once. Both run the same checks (spikes only warn)
     and write their ``warning:`` lines to `warn` and validation.yaml."""
-    from ..estimation.plausibility import enforce, gain_slopes
+    from ..estimation.gain_check import gain_slopes
+    from ..estimation.plausibility import enforce
     from ..io.config import load_config
     from ..io.staging import OutputError, check_writable_path
 
@@ -337,14 +341,16 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
             doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
                    "dead_band": {"velocity": thr, "reversal_guard_s": guard},
                    "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
-                   "read": "streaming", "warnings": [f.line() for f in findings], "joints": report.as_dict()}
+                   "read": "streaming", "warnings": [f.line() for f in findings] + not_validated_lines(report),
+                   "joints": report.as_dict()}
             for line in doc["warnings"]:
                 warn(line)
             return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
     with progress.stage("read bag"):
         sync = read_sync(bag, cfg)
-    from ..estimation.plausibility import check_recordings, check_unidentified_motion
-    findings = check_recordings(model, sync.segments, "robust", cfg.effort_field)   # spikes only warn here
+    from ..estimation.plausibility import check_unidentified_motion
+    from ..estimation.recording_checks import segment_checks
+    findings = segment_checks(model, sync.segments, "robust", cfg.effort_field).findings()   # spikes only warn
     findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
     with progress.stage("process"):
         try:
@@ -354,7 +360,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     data = concatenate(parts)
     with progress.stage("validate"):
         pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        findings += _other_robot(gain_slopes(model, data, pred=pred), rdir)
+        findings += _other_robot(gain_slopes(model, [data], predict=lambda _d: pred), rdir)
         enforce(findings)
         moving = dead_band_rows(model, data, thr, guard)
         report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
@@ -364,7 +370,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
-           "warnings": [f.line() for f in findings],
+           "warnings": [f.line() for f in findings] + not_validated_lines(report),
            "joints": report.as_dict()}
     for line in doc["warnings"]:
         warn(line)
@@ -384,6 +390,9 @@ def _other_robot(slopes: dict, rdir) -> list:
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:
     lines = [f"{'joint':<16}{'RMS':>12}{'rel. RMS':>10}{'NRMS':>9}{ratio_label:>12}{'samples':>9}"]
     for k, j in enumerate(report.joint_names):
+        if j in report.not_validated:
+            lines.append(f"{j:<16}  not validated: {report.not_validated[j]}")
+            continue
         ratio = f"{report.noise_ratio[k]:.3f}" if report.noise_ratio is not None else "-"
         nrms = (f"{100 * report.nrms[k]:.2f}%" + ("r" if report.nrms_reference[k] == "effort_range" else " ")
                 if report.nrms is not None else "-")

@@ -23,7 +23,7 @@ from ..errors import ConfigError, SignalError
 from ..estimation import IdentificationResult
 from ..estimation.auto_cutoff import settings_with_data_cutoff, strip_auto_cutoff
 from ..estimation.pipeline import base_parameters, identification_config, identify, validate_result
-from ..estimation.validation import ValidationReport
+from ..estimation.validation import ValidationReport, not_validated_lines
 from ..io.model_loading import load_model
 from ..io.result_folder import write_result_folder
 from ..model.robot import RobotModel
@@ -103,12 +103,13 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     `cutoff_hz` None: the config's ``identification.filter.cutoff_hz``, else (or with
     `force_auto_cutoff`, or ``cutoff_hz: auto`` in the config) chosen from the data
     (`estimation.auto_cutoff`). The output folder is checked first; the plausibility
-    checks of issue 13 (`estimation.input_checks`) run on every identification input
+    checks (`estimation.recording_checks`) run on every identification input
     before identifying -- their ``warning:`` lines go to `warn` (default: stderr), an
     implausible input is refused unless `force`."""
     from ..estimation.conditioning import quality_warnings
-    from ..estimation.input_checks import recording_findings
-    from ..estimation.plausibility import check_cad, check_gains, enforce
+    from ..estimation.gain_check import gain_slopes
+    from ..estimation.plausibility import check_cad, enforce, judge_gains
+    from ..estimation.recording_checks import recording_findings, spiky_joints
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
 
@@ -158,8 +159,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
             with progress.stage("process"):
                 parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
 
-    spiky = {f.subject.split("'")[1] for f in findings if "spike" in f.text}
-    findings += check_gains(model, concatenate([p.data for p in parts]), skip=spiky)
+    findings += judge_gains(gain_slopes(model, [p.data for p in parts]), skip=spiky_joints(findings))
     warnings = [f.line() for f in findings]
     for line in warnings:
         warn(line)
@@ -182,6 +182,9 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
             validation = validate_result(result, model, valid_data, settings)
+        for line in not_validated_lines(validation):
+            warn(line)
+            warnings.append(line)
 
     summary_lines = []
     for x in loaded:

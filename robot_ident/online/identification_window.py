@@ -315,8 +315,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     if auto_cutoff:      # no cutoff in the config: chosen from the data, as `robot-ident identify` does
         settings, cutoff_note = _data_cutoff(model, sync, cfg.joints, settings, holdout)
     from ..estimation.conditioning import quality_warnings
-    from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
+    from ..estimation.recording_checks import check_input
     checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
     enforce(checked.findings, force)
     parts, summary = checked.parts, checked.summary
@@ -330,6 +330,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         validation = validate_result(result, model, valid_data, settings)
+        from ..estimation.validation import not_validated_lines
+        warnings += not_validated_lines(validation)
     out = None
     urdf_text = None
     if output is not None:

@@ -73,7 +73,8 @@ def _validation_rows(table: dict, noise: dict) -> list:
         if not math.isfinite(ratio) and noise.get(j):
             ratio = rms / noise[j]
         rows.append({"joint": j, "rms": rms, "relative_rms": _float(x.get("relative_rms")), "ratio": ratio,
-                     "max_abs_error": _float(x.get("max_abs_error")), "samples": x.get("samples")})
+                     "max_abs_error": _float(x.get("max_abs_error")), "samples": x.get("samples"),
+                     "not_validated": x.get("reason") if x.get("validated") is False else None})
     return rows
 
 

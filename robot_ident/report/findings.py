@@ -41,8 +41,13 @@ def recorded_findings(result: dict | None, validation: dict | None) -> list[Find
             if doc.get(key):
                 out += [Finding(level, t, "identification") for t in _texts(doc[key])]
         checks = doc.get("input_checks") if isinstance(doc.get("input_checks"), dict) else {}
-        if checks.get("warnings"):          # where identify writes its plausibility findings
-            out += [Finding("warning", t, "input checks") for t in _texts(checks["warnings"])]
+        if checks.get("warnings"):          # where identify writes its plausibility findings (and notes)
+            out += [Finding("note", t.removeprefix("note: "), "input checks") if t.startswith("note: ")
+                    else Finding("warning", t, "input checks") for t in _texts(checks["warnings"])]
+        joints = doc.get("joints") if doc is validation else (doc.get("validation") or {}).get("joints")
+        for j, row in (joints or {}).items() if isinstance(joints, dict) else ():
+            if isinstance(row, dict) and row.get("validated") is False:
+                out.append(Finding("warning", f"joint {j!r} not validated: {row.get('reason', '')}", "validation"))
         if checks.get("forced"):
             out.append(Finding("refusal", "identified with --force despite implausible input (see the warnings)",
                                "input checks"))

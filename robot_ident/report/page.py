@@ -113,6 +113,9 @@ def validation_html(d: ReportData) -> str:
                              _Raw(f"<span class='bad'>{fmt(row['ratio'], 3)}</span>" if row["ratio"] > 1.5
                                   else fmt(row["ratio"], 3)),
                              _Raw(f"{fmt(row['max_abs_error'])} {esc(u.get(row['joint'], ''))}"), row["samples"]]
+                            if not row.get("not_validated") else
+                            [row["joint"], _Raw(f"<span class='bad'>not validated</span>: "
+                                                f"{esc(row['not_validated'])}"), _Raw(""), _Raw(""), _Raw(""), row["samples"]]
                             for row in d.validation_rows]))
     else:
         parts.append("<p>No validation data in this folder.</p>")

@@ -172,8 +172,9 @@ def run(args) -> int:
     if r.quality is not None and not r.quality["good"]:
         print("model quality: NOT A GOOD MODEL (" + "; ".join(r.quality["reasons"]) + "); see the warning above "
               "and model_quality in result.yaml")
-    if o.warnings:
-        print(f"{len(o.warnings)} warning(s) (also in result.yaml under input_checks)")
+    n_warn = sum(1 for w in o.warnings if not w.startswith("note:"))
+    if n_warn:
+        print(f"{n_warn} warning(s) (also in result.yaml under input_checks)")
     if o.validation is not None:
         in_sample = [r.extra["raw_residual_rms"][j] for j in r.joint_names]
         o.validation.noise_ratio = o.validation.rms / in_sample

@@ -1,14 +1,15 @@
-"""The input plausibility checks of `input_checks.check_input` on a recording read in
-chunks (`data.bag_processed.process_bag`), in bounded memory, with the same findings.
+"""The input checks on a recording, chunk by chunk, in bounded memory: one implementation
+for a bag read in chunks (`data.bag_processed.process_bag` feeds `InputChecks` as its
+observer) and for segments in memory (each one piece: `check_input`,
+`recording_findings`). The judgement (thresholds, texts) is plausibility.py's.
 
-`StreamedInputChecks` is handed to `process_bag(..., observer=...)`: it sees every
-synchronised, current-converted piece (`StreamedRecordingChecks`), the end of every
-segment (kept, or dropped as too short: the in-memory path never sees those), and every
-block of processed samples (`stream_gains.StreamedGains`). `streamed_findings` then
-gives the list `check_input` gives, in its order; the judgement (thresholds, texts) is
-plausibility.py's, shared with the in-memory path.
+`InputChecks` sees every synchronised, current-converted piece (`RecordingChecks`),
+the end of every segment (kept, or dropped as too short), and every block of processed
+samples (`gain_check.GainCheck`). `input_findings` then gives, in order: the CAD check,
+the recording checks, joints moving but not identified, the lag between the topics,
+the gain check (joints with spikes worth a warning skipped).
 
-How each statistic is kept (per joint; "exact" = the value the whole segments give):
+How each statistic is kept (per joint; "exact" = the value the whole segment gives):
 
 - spikes: the median of 7 and the spike levels (`plausibility.spike_levels`) are computed
   on each piece with the last samples of the previous piece of the segment in front (and
@@ -17,12 +18,13 @@ How each statistic is kept (per joint; "exact" = the value the whole segments gi
   boundary is found once). The threshold needs the segment's range of the median-filtered
   signal (running min/max: exact) and its MAD sigma: the median and MAD are taken over
   the segment's samples up to `SUBSAMPLE_CAP` of them, beyond that over a regular
-  subsample (every 2^k-th sample: a statistical estimate). Samples whose level exceeds a
-  lower bound of the final threshold (5 % of the range so far) are kept as candidates and
-  counted against the final threshold at the segment's end; past `CANDIDATE_CAP`
-  candidates the bound is raised to half the MAD-sigma rule of the data so far, then the
-  weakest are let go (the count would then be a lower bound; real spikes are far fewer).
-  The 5 % rule uses the segment's sample count (exact).
+  subsample (every 2^k-th sample, the same whatever the pieces: a statistical estimate).
+  Samples whose level exceeds a lower bound of the final threshold (5 % of the range so
+  far) are kept as candidates and counted against the final threshold at the segment's
+  end; past `CANDIDATE_CAP` candidates the bound is raised to half the MAD-sigma rule of
+  the data so far, then the weakest are let go (the count would then be a lower bound;
+  real spikes are far fewer). The noise energy the spikes are judged against uses the
+  running sum of |x - median of 7| (exact).
 - effort peak of the median-filtered effort, position range, dead channel (ptp == 0 per
   segment), first effort: running values (exact).
 - velocity against dq/dt: np.gradient on each piece with one sample of context either
@@ -39,28 +41,29 @@ grows with the recording.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import medfilt
 
-from ..data.sync import SyncResult
-from .input_checks import lag_findings
+from .gain_check import GainCheck
 from .plausibility import (
     MEDIAN_WINDOW,
     SPIKE_RANGE,
     SPIKE_SIGMAS,
     Finding,
     JointRecordingStats,
+    SpikeCount,
     check_cad,
     check_unidentified_motion,
     count_spikes,
     judge_gains,
     judge_recordings,
+    noise_sigma,
     spike_levels,
     spike_threshold,
     velocity_ratio_mask,
 )
-from .stream_gains import StreamedGains
 
 SUBSAMPLE_CAP = 1 << 14      # samples per segment, joint and signal for the median / MAD
 CANDIDATE_CAP = 5_000       # spike candidates per segment, joint and signal
@@ -77,6 +80,7 @@ class _Signal:
         self.hi = np.full(nj, -np.inf)
         self.peak_smooth = np.zeros(nj)               # max |median of 7|
         self.peak_raw = np.zeros(nj)                  # max |x|
+        self.abs_sum = np.zeros(nj)                   # sum of |x - median of 7|
         self.sub: list[np.ndarray] = []               # d = x - median of 7, every `stride`-th sample
         self.n_sub = 0
         self.stride = 1
@@ -98,6 +102,7 @@ class _Signal:
         self.lo, self.hi = np.minimum(self.lo, sm.min(axis=0)), np.maximum(self.hi, sm.max(axis=0))
         self.peak_smooth = np.maximum(self.peak_smooth, np.abs(sm).max(axis=0))
         self.peak_raw = np.maximum(self.peak_raw, np.abs(xs).max(axis=0))
+        self.abs_sum += np.abs(d).sum(axis=0)
         g = np.arange(g0, g0 + (b - a))
         take = g % self.stride == 0
         self.sub.append(d[take])
@@ -135,16 +140,17 @@ class _Signal:
         self.cand[k] = [c]
         self.n_cand[k] = c.shape[0]
 
-    def spikes(self, n: int) -> list[tuple[int, float]]:
-        """Per joint (count, largest excursion) of the ended segment of `n` samples."""
+    def spikes(self, n: int) -> list[tuple[SpikeCount, float]]:
+        """Per joint the spikes of the ended segment of `n` samples and its noise sigma."""
         if n < 9:
-            return [(0, 0.0)] * self.nj
+            return [(SpikeCount(), 0.0)] * self.nj
         _, mad = self._mad()
         out = []
         for k in range(self.nj):
             thr = spike_threshold(float(mad[k]), float(self.hi[k] - self.lo[k]))
             c = np.concatenate(self.cand[k]) if self.cand[k] else np.zeros((0, 3))
-            out.append(count_spikes(c[:, 0], c[:, 1], c[:, 2], thr, n))
+            sp = count_spikes(c[:, 0], c[:, 1], c[:, 2], thr, n)
+            out.append((sp, noise_sigma(float(mad[k]), float(self.abs_sum[k]), n, sp)))
         return out
 
     def peak(self, n: int) -> np.ndarray:
@@ -169,9 +175,9 @@ class _Segment:
         self.ratios = [[] for _ in range(nj)]           # per joint: arrays (sample id, |dq|, ratio)
 
 
-class StreamedRecordingChecks:
-    """`plausibility.check_recordings` piece by piece: `add(segment, piece)` with the
-    converted pieces (a segment's pieces in order), `end_segment(segment, kept)` when a
+class RecordingChecks:
+    """The recording checks piece by piece: `add(segment, piece)` with the converted pieces
+    (a segment's pieces in order, any joint order), `end_segment(segment, kept)` when a
     segment ends (kept: long enough to be one of the synchronised segments), `findings()`."""
 
     def __init__(self, model, method: str = "physical", effort_label: str = "effort",
@@ -254,10 +260,15 @@ class StreamedRecordingChecks:
         sp_e, sp_q = s.effort.spikes(n), s.position.spikes(n)
         peak = s.effort.peak(n)
         for k, st in enumerate(self.stats):
-            st.spikes_effort += sp_e[k][0]
-            st.spike_effort = max(st.spike_effort, sp_e[k][1])
-            st.spikes_position += sp_q[k][0]
-            st.spike_position = max(st.spike_position, sp_q[k][1])
+            (e, se), (p, sp) = sp_e[k], sp_q[k]
+            st.spikes_effort += e.count
+            st.spike_effort = max(st.spike_effort, e.largest)
+            st.spike_effort_energy += e.energy
+            st.effort_noise_energy += n * se ** 2
+            st.spikes_position += p.count
+            st.spike_position = max(st.spike_position, p.largest)
+            st.spike_position_energy += p.energy
+            st.position_noise_energy += n * sp ** 2
             st.peak_effort = max(st.peak_effort, float(peak[k]))
             st.q_min, st.q_max = min(st.q_min, float(s.q_lo[k])), max(st.q_max, float(s.q_hi[k]))
             st.effort_constant = st.effort_constant and bool(s.e_hi[k] - s.e_lo[k] == 0)
@@ -314,15 +325,16 @@ class StreamedRecordingChecks:
         return judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label)
 
 
-class StreamedInputChecks:
-    """The observer `data.bag_processed.process_bag` feeds (``observer=``): recording
-    checks on the converted pieces, the gain check's accumulation on the processed samples."""
+class InputChecks:
+    """The observer `data.bag_processed.process_bag` feeds (``observer=``): recording checks
+    on the converted pieces, the gain check's accumulation on the processed samples
+    (`predict`: the efforts the gains compare with, default the CAD model's)."""
 
     def __init__(self, model, method: str = "physical", effort_label: str = "effort",
                  velocity_cap: int = VELOCITY_CAP, predict=None):
         self.model, self.method = model, method
-        self.recordings = StreamedRecordingChecks(model, method, effort_label, velocity_cap)
-        self.gains = StreamedGains(model, predict)      # predict: the efforts the gains compare with
+        self.recordings = RecordingChecks(model, method, effort_label, velocity_cap)
+        self.gains = GainCheck(model, predict)
 
     def piece(self, segment: int, rec) -> None:
         self.recordings.add(segment, rec)
@@ -334,21 +346,83 @@ class StreamedInputChecks:
         self.gains.add(data)
 
     def findings(self, report, states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-        return streamed_findings(self.model, self.method, report, self.recordings, self.gains, states_topic,
-                                 effort_topic)
+        return input_findings(self.model, self.method, report, self.recordings, self.gains, states_topic,
+                              effort_topic)
 
 
-def streamed_findings(model, method: str, report, checks: StreamedRecordingChecks, gains: StreamedGains,
-                      states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-    """What `input_checks.check_input` finds on the same recording, in the same order: the
-    CAD check, the recording checks, joints moving but not identified, the lag between
-    the topics, the gain check (joints with spikes skipped). `report`: the chunked
-    synchronisation's `SyncReport` (`ProcessedBag.report`)."""
+def lag_findings(report, effort_topic: str) -> list[Finding]:
+    """The lag between the topics that the synchronisation measured and corrected
+    (`report`: its `sync.SyncReport`)."""
+    lag = getattr(report, "lag", None)
+    if lag is None or not np.isfinite(lag.lag_s) or not report.lag_corrected:
+        return []
+    return [Finding("warning", f"topic {effort_topic!r}",
+                    f"its stamps are {1e3 * lag.lag_s:+.3g} ms late relative to the joint states (measured on the "
+                    "positions both topics carry); corrected")]
+
+
+def spiky_joints(findings) -> list[str]:
+    """Joints with spikes worth a warning (their gain check is skipped: spikes bias it)."""
+    return sorted({f.subject.split("'")[1] for f in findings if "spike" in f.text and f.severity != "note"})
+
+
+def input_findings(model, method: str, report, checks: RecordingChecks, gains: GainCheck,
+                   states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
+    """Every input check of one recording, in order: the CAD check, the recording checks,
+    joints moving but not identified, the lag between the topics, the gain check.
+    `report`: the synchronisation's `SyncReport`."""
     findings: list[Finding] = check_cad(model, method)
     findings += checks.findings()
     findings += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
-    findings += lag_findings(SyncResult([], report), effort_topic)
-    spiky = {f.subject.split("'")[1] for f in findings if "spike" in f.text}
-    findings += judge_gains(gains.slopes(), skip=sorted(spiky))
+    findings += lag_findings(report, effort_topic)
+    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings))
     return findings
 
+
+# ------------------------------------------------------------- segments in memory
+def segment_checks(model, segments, method: str = "physical", effort_label: str = "effort") -> RecordingChecks:
+    """`RecordingChecks` of synchronised segments in memory, each one piece."""
+    checks = RecordingChecks(model, method, effort_label)
+    for k, seg in enumerate(segments):
+        checks.add(k, seg)
+        checks.end_segment(k, True)
+    return checks
+
+
+def recording_findings(model, segments, report, method: str, states_topic: str = "/joint_states",
+                       effort_topic: str = "", effort_label: str = "effort", label: str = "") -> list[Finding]:
+    """The checks on one recording's synchronised segments (everything but the CAD and gain
+    checks, which are the model's and need the processed data); `label` (a file name)
+    prefixes the subjects when several recordings are identified together."""
+    found = segment_checks(model, segments, method, effort_label).findings()
+    if report is not None:
+        found += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
+        found += lag_findings(report, effort_topic)
+    if label:
+        found = [Finding(f.severity, f"{label}: {f.subject}", f.text) for f in found]
+    return found
+
+
+@dataclass
+class InputCheck:
+    parts: list                      # processed segments
+    summary: str                     # synchronisation summary
+    findings: list = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f.line() for f in self.findings]
+
+
+def check_input(model, sync, settings, states_topic: str = "/joint_states",
+                effort_topic: str = "", effort_label: str = "effort") -> InputCheck:
+    """Every input check of a synchronised recording in memory (`sync.SyncResult`), and its
+    processed segments."""
+    from .pipeline import process_segments
+    checks = segment_checks(model, sync.segments, settings.method, effort_label)
+    parts, summary = process_segments(sync, model.joint_names, settings)
+    gains = GainCheck(model)
+    for p in parts:
+        gains.add(p)
+    return InputCheck(parts, summary, input_findings(model, settings.method, sync.report, checks, gains,
+                                                     states_topic, effort_topic))

@@ -1,13 +1,13 @@
-"""What the input checks cost on the streamed path (estimation/stream_checks.py).
+"""What the input checks cost on the streamed path (estimation/recording_checks.py).
 
 Simulated demo-arm bags (MuJoCo, /joint_states 500 Hz + /dynamic_joint_states 1 kHz) of
 increasing length are read with `process_bag` twice: without and with the
-`StreamedInputChecks` observer. Printed per length: wall and CPU time of both runs, the
+`InputChecks` observer. Printed per length: wall and CPU time of both runs, the
 peak of Python-tracked memory (tracemalloc: numpy arrays included) of both runs, the
 velocity ratios the checks hold, and whether the findings equal the in-memory
 `check_input`'s (run only on the shorter bags: it holds the recording).
 
-    python bench/stream_checks.py [seconds ...]     (default: 30 120 480)
+    python bench/input_checks.py [seconds ...]     (default: 30 120 480)
 """
 from __future__ import annotations
 
@@ -25,13 +25,15 @@ sys.path.insert(0, str(ROOT))
 from robot_ident.cli import main  # noqa: E402
 from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.bag_processed import process_bag  # noqa: E402
-from robot_ident.estimation.input_checks import check_input  # noqa: E402
 from robot_ident.estimation.pipeline import identification_config  # noqa: E402
-from robot_ident.io.model_loading import load_model  # noqa: E402
-from robot_ident.estimation.stream_checks import StreamedInputChecks  # noqa: E402
+from robot_ident.estimation.recording_checks import (
+    InputChecks,  # noqa: E402
+    check_input,  # noqa: E402
+)
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
+from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
 
 CONFIG = ROOT / "config" / "demo_arm.yaml"
@@ -39,7 +41,7 @@ URDF = ROOT / "urdf" / "demo_arm.urdf"
 
 
 def run(bag, cfg, icfg, model, observe: bool):
-    obs = StreamedInputChecks(model, icfg.settings.method, cfg.effort_field) if observe else None
+    obs = InputChecks(model, icfg.settings.method, cfg.effort_field) if observe else None
     tracemalloc.start()
     w, c = time.perf_counter(), time.process_time()
     pb = process_bag(bag, cfg, icfg.settings.filter, observer=obs)
@@ -52,7 +54,7 @@ def run(bag, cfg, icfg, model, observe: bool):
 
 
 def main_bench(lengths):
-    tmp = Path(tempfile.mkdtemp(prefix="bench_stream_checks_"))
+    tmp = Path(tempfile.mkdtemp(prefix="bench_input_checks_"))
     m = RobotModel(URDF)
     traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
                                                   np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
