@@ -85,7 +85,7 @@ def cli(*args):
 
 
 def one_error_line(err: str) -> str:
-    lines = [ln for ln in err.strip().splitlines() if not ln.startswith("warning:")]
+    lines = [ln for ln in err.strip().splitlines() if not ln.startswith(("warning:", "note:"))]
     assert len(lines) == 1, err
     assert "Traceback" not in err
     return lines[0]

@@ -1,16 +1,28 @@
-"""The gain / direction check's accumulation: the measured effort regressed on a
+"""The gain / direction check's accumulation: the measured efforts regressed on a
 prediction (default: the CAD model's rigid-body efforts), block by block, in bounded
 memory. A whole recording in memory is one block; the judgement is
 `plausibility.judge_gains`.
 
-Per joint, the slope and partial correlation of the measured effort on the prediction,
-with the columns [1, qd, tanh(qd / scale), qdd] projected out, depend on the samples
-only through the 6 x 6 Gram matrix of [1, qd, tanh(qd / scale), qdd, prediction,
-effort]. It is kept as an R factor (QR of the previous R stacked on the new rows,
-numpy's LAPACK QR) rather than as the Gram matrix itself: R^T R is that Gram matrix,
-and `plausibility.projected_slope` runs the least squares on the 6 rows of R with the
-rank cut-off of the N rows, so near-collinear columns (a joint that barely moves) are
-handled as on the rows and the rounding of squared sums is avoided.
+Per joint (`slopes`): the measured effort regressed on the prediction with the columns
+[1, qd, tanh(qd / scale), qdd] (offset, viscous, Coulomb, armature) projected out. The
+slope and partial correlation depend on the samples only through the 6 x 6 Gram matrix
+of [1, qd, tanh(qd / scale), qdd, prediction, effort]; it is kept as an R factor (QR of
+the previous R stacked on the new rows, numpy's LAPACK QR), on which
+`plausibility.projected_slope` runs the least squares of the rows.
+
+With a tool (`with_tool`, CAD prediction only): one problem over every joint's rows,
+
+    effort_j = a_j prediction_j + [1, qd_j, tanh(qd_j / scale), qdd_j] c_j + Y_last,j pi
+
+where `pi` are the 10 inertial parameters of a tool or payload on the last body that
+the URDF lacks, shared by every joint as a real tool is. Efforts above the CAD model's
+that such a tool explains are a payload, not a wrong gain (the demo's simulated arm
+carries 0.8 kg the URDF lacks; so do most real arms with a gripper). Each joint's
+slope and partial correlation come from that problem's R factor with the joint's
+prediction column and the efforts moved last and re-triangularised: the bottom 2 x 2
+block [[r_pp, r_py], [0, r_yy]] gives slope r_py / r_pp and partial correlation
+sign(r_pp) r_py / hypot(r_py, r_yy); a joint whose prediction the other columns explain
+(the last joint moves only the last body) has none.
 """
 from __future__ import annotations
 
@@ -18,17 +30,27 @@ import numpy as np
 
 from .plausibility import gain_columns, projected_slope
 
+SEPARABLE = 1e-6    # |r_pp| below this fraction of the prediction column's norm: no measurable gain
+BLOCK = 4096        # samples per QR update
+
 
 class GainCheck:
     """`add(ProcessedData)` block by block (any joint order, matched by name), then
-    `slopes()`: joint -> (slope, partial correlation) over every block added."""
+    `slopes()` and `with_tool()` over every block added."""
 
     def __init__(self, model, predict=None):
         self.model = model
         self.predict = predict       # data -> (N, n) efforts to compare with (default: the CAD model's)
         self.joints = tuple(model.joint_names)
+        n = len(self.joints)
         self.R: list[np.ndarray] | None = [np.zeros((0, 6)) for _ in self.joints]
         self.n_rows = 0
+        layout = getattr(model, "layout", None)
+        self.tool_cols = None               # the last body's columns in the standard regressor
+        if predict is None and hasattr(model, "rnea") and getattr(layout, "body_joints", ()):
+            self.tool_cols = layout.inertial_slice(layout.body_joints[-1])
+        self.width = 5 * n + 11
+        self.R_tool = np.zeros((0, self.width)) if self.tool_cols is not None else None
 
     def add(self, data) -> None:
         if self.R is None or data.n_samples == 0:
@@ -37,20 +59,69 @@ class GainCheck:
             idx = [list(data.joint_names).index(j) for j in self.joints]
             data = type(data)(data.t, self.joints, *(getattr(data, f)[:, idx]
                                                     for f in ("q", "qd", "qdd", "effort", "effort_raw")))
-        cols = gain_columns(self.model, data, None if self.predict is None else self.predict(data))
-        if cols is None:                       # no model to predict the efforts: no gain check
-            self.R = None
-            return
-        for k in range(len(self.joints)):
-            self.R[k] = np.linalg.qr(np.vstack([self.R[k], cols[:, k, :]]), mode="r")
+        for a in range(0, data.n_samples, BLOCK):          # bounded memory for a recording given whole
+            self._add(data.subset(np.arange(a, min(a + BLOCK, data.n_samples))))
+            if self.R is None:
+                return
         self.n_rows += data.n_samples
 
+    def _add(self, data) -> None:
+        n = len(self.joints)
+        Y = pred = None
+        if self.tool_cols is not None:
+            ni = self.model.layout.n_inertial
+            Y = self.model.regressor(data.q, data.qd, data.qdd).reshape(data.n_samples, n, -1)
+            pred = Y[:, :, :ni] @ np.asarray(self.model.nominal, float)[:ni]      # = the CAD's RNEA
+        elif self.predict is not None:
+            pred = self.predict(data)
+        cols = gain_columns(self.model, data, pred)        # (N, n, 6): 1, qd, tanh, qdd, prediction, effort
+        if cols is None:                                   # no model to predict the efforts: no gain check
+            self.R = None
+            return
+        for k in range(n):
+            self.R[k] = np.linalg.qr(np.vstack([self.R[k], cols[:, k, :]]), mode="r")
+        if Y is not None:
+            A = np.zeros((data.n_samples, n, self.width))
+            for k in range(n):
+                A[:, k, 4 * k:4 * k + 4] = cols[:, k, :4]
+                A[:, k, 4 * n + k] = cols[:, k, 4]
+            A[:, :, 5 * n:5 * n + 10] = Y[:, :, self.tool_cols]
+            A[:, :, -1] = cols[:, :, 5]
+            self.R_tool = np.linalg.qr(np.vstack([self.R_tool, A.reshape(-1, self.width)]), mode="r")
+
     def slopes(self) -> dict:
-        """joint -> (slope, partial correlation) of everything added ({} when nothing was, or
-        the model cannot predict efforts)."""
+        """joint -> (slope, partial correlation) ({} when nothing was added, or the model
+        cannot predict efforts)."""
         if self.R is None or self.n_rows == 0:
             return {}
         return {j: projected_slope(self.R[k], self.n_rows) for k, j in enumerate(self.joints)}
+
+    def with_tool(self) -> tuple[dict, np.ndarray | None]:
+        """(joint -> (slope, partial correlation) with a tool on the last body fitted alongside,
+        the tool's 10 inertial parameters); ({}, None) without a CAD prediction or data.
+        (nan, 0) for a joint whose prediction the other columns explain."""
+        if self.R is None or self.R_tool is None or self.R_tool.shape[0] < self.width:
+            return {}, None
+        n, R = len(self.joints), self.R_tool
+        out = {}
+        for k, j in enumerate(self.joints):
+            p = 4 * n + k
+            order = [c for c in range(self.width - 1) if c != p] + [p, self.width - 1]
+            Rp = np.linalg.qr(R[:, order], mode="r")
+            r_pp, r_py, r_yy = Rp[-2, -2], Rp[-2, -1], Rp[-1, -1]
+            norm_p = float(np.linalg.norm(R[:, p]))
+            if norm_p == 0 or not abs(r_pp) > SEPARABLE * norm_p:
+                out[j] = (float("nan"), 0.0)
+                continue
+            out[j] = (float(r_py / r_pp), float(np.sign(r_pp) * r_py / np.hypot(r_py, r_yy)))
+        x = np.linalg.lstsq(R[:, :-1], R[:, -1], rcond=None)[0]
+        return out, x[5 * n:5 * n + 10]
+
+    def tool(self) -> tuple | None:
+        """What `plausibility.judge_gains` takes as `tool`: (slopes with the tool, its 10
+        parameters, the joint of the last body), or None."""
+        slopes, pi = self.with_tool()
+        return None if pi is None else (slopes, pi, self.model.layout.body_joints[-1])
 
 
 def gain_slopes(model, parts, predict=None) -> dict:

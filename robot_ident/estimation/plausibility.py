@@ -282,9 +282,15 @@ def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, fl
     return float(p @ y) / pp, float(p @ y) / np.sqrt(pp * yy)
 
 
-def judge_gains(slopes: dict, skip: Sequence[str] = ()) -> list[Finding]:
-    """The findings of `check_gains` from `gain_slopes`' joint -> (slope, partial correlation)."""
+def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None) -> list[Finding]:
+    """The gain findings from joint -> (slope, partial correlation) (`gain_check.GainCheck`).
+    `tool`: (the slopes with a tool on the last body fitted alongside, its 10 inertial
+    parameters, the last body's joint): efforts above the CAD model's that a tool of
+    positive mass explains are a note naming the tool, not a gain warning."""
     out = []
+    t_slopes, pi, body = tool if tool is not None else ({}, None, "")
+    has_tool = pi is not None and pi[0] > 0
+    explained = []
     for j, (a, r) in slopes.items():
         if j in skip or not np.isfinite(a) or abs(r) < MIN_PARTIAL_CORRELATION:
             continue
@@ -298,13 +304,24 @@ def judge_gains(slopes: dict, skip: Sequence[str] = ()) -> list[Finding]:
                                               "constant or gear ratio is too small by about that factor"))
         elif a > GAIN_WARN[1]:
             # Larger than predicted can also be a payload or tool missing from the URDF, so this
-            # side is only a warning; a gain far too high shows as efforts beyond the limits.
+            # side is only a warning (or a note when a tool on the last body explains it); a gain
+            # far too high shows as efforts beyond the limits.
+            b, rb = t_slopes.get(j, (float("nan"), 0.0))
+            if has_tool and (not np.isfinite(b) or abs(rb) < MIN_PARTIAL_CORRELATION or b <= GAIN_WARN[1]):
+                explained.append(j)
+                continue
             out.append(Finding("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque "
                                                 "constant or gear ratio too large, or a payload / tool missing "
                                                 "from the URDF?)"))
         elif a < GAIN_WARN[0]:
             out.append(Finding("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque "
                                                 "constant or gear ratio too small, or CAD masses too large?)"))
+    if explained:
+        com = np.asarray(pi[1:4]) / pi[0]
+        out.append(Finding("note", "joint " + ", ".join(map(repr, explained)),
+                           f"the efforts exceed the CAD model's as a tool of about {pi[0]:.2g} kg on the body "
+                           f"joint {body!r} moves would (centre of mass [{', '.join(f'{c:.2g}' for c in com)}] m "
+                           "in its frame): a payload the URDF lacks; identification estimates it with that body"))
     return out
 
 

@@ -375,7 +375,7 @@ def input_findings(model, method: str, report, checks: RecordingChecks, gains: G
     findings += checks.findings()
     findings += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
     findings += lag_findings(report, effort_topic)
-    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings))
+    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings), tool=gains.tool())
     return findings
 
 

@@ -112,9 +112,10 @@ class RmsAccumulator:
             rel = np.where(ok, np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf), np.nan)
         ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
         nrms, scale, refs = nrms_of(rms, effort_limit, np.where(ok, self.hi - self.lo, 0.0))
-        moving = "" if moving_threshold is None else f" (|velocity| > {moving_threshold:g} outside reversals)"
-        why = {self.joint_names[k]: f"only {int(self.cnt[k])} moving held-out sample(s){moving}; at least "
-                                    f"{MIN_VALIDATION_SAMPLES} are needed"
+        thr = None if moving_threshold is None else np.broadcast_to(np.asarray(moving_threshold, float), (n,))
+        why = {self.joint_names[k]: f"only {int(self.cnt[k])} moving held-out sample(s)"
+                                    + ("" if thr is None else f" (|velocity| > {thr[k]:g} outside reversals)")
+                                    + f"; at least {MIN_VALIDATION_SAMPLES} are needed"
                for k in range(n) if not ok[k]}
         cat = (lambda a, w: np.concatenate(a) if a else np.zeros((0,) if w == 0 else (0, n)))  # noqa: E731
         return ValidationReport(self.joint_names, rms, rel, ratio, np.where(ok, self.mx, np.nan), self.cnt.astype(int),

@@ -107,7 +107,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     before identifying -- their ``warning:`` lines go to `warn` (default: stderr), an
     implausible input is refused unless `force`."""
     from ..estimation.conditioning import quality_warnings
-    from ..estimation.gain_check import gain_slopes
+    from ..estimation.gain_check import GainCheck
     from ..estimation.plausibility import check_cad, enforce, judge_gains
     from ..estimation.recording_checks import recording_findings, spiky_joints
     from ..io.config import load_config
@@ -159,7 +159,10 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
             with progress.stage("process"):
                 parts = [Part(process(seg, settings.filter), p.source) for seg, p in pairs if p is not None]
 
-    findings += judge_gains(gain_slopes(model, [p.data for p in parts]), skip=spiky_joints(findings))
+    gains = GainCheck(model)
+    for p in parts:
+        gains.add(p.data)
+    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings), tool=gains.tool())
     warnings = [f.line() for f in findings]
     for line in warnings:
         warn(line)

@@ -290,12 +290,7 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     publishes in its diagnostics."""
     from ..data.sync import SyncResult, synchronise
     from ..estimation.auto_cutoff import strip_auto_cutoff
-    from ..estimation.pipeline import (
-        identification_config,
-        identify,
-        split_holdout,
-        validate_result,
-    )
+    from ..estimation.pipeline import identification_config, identify, split_holdout, validate_result
     from ..io.model_loading import load_model
     from ..io.result_folder import write_result_folder
 
@@ -317,6 +312,7 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     from ..estimation.conditioning import quality_warnings
     from ..estimation.plausibility import enforce
     from ..estimation.recording_checks import check_input
+    from ..estimation.validation import not_validated_lines
     checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
     enforce(checked.findings, force)
     parts, summary = checked.parts, checked.summary
@@ -330,7 +326,6 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     validation = None
     if valid_data is not None and valid_data.n_samples > 0:
         validation = validate_result(result, model, valid_data, settings)
-        from ..estimation.validation import not_validated_lines
         warnings += not_validated_lines(validation)
     out = None
     urdf_text = None
