@@ -187,6 +187,46 @@ def test_cutoff_follows_the_data(arm3):
     assert "chosen from the data" in high.summary()
 
 
+def _judged(rms_by_cand, counts=100, raw=None, judged=None, wobble=None):
+    """`auto_cutoff._judge` on made-up scoring errors: rms_by_cand (candidate, joint), 4
+    groups of `counts` rows; `wobble` (candidate, group) multiplies a group's RMS."""
+    from robot_ident.estimation.auto_cutoff import CANDIDATES_HZ, GROUPS, _judge
+
+    class M:
+        joint_names = ("a", "b", "c")
+    rms = np.asarray(rms_by_cand, float)
+    w = np.ones((rms.shape[0], GROUPS)) if wobble is None else np.asarray(wobble, float)
+    cnt = np.full((GROUPS, rms.shape[1]), counts)
+    sq = (rms[:, None, :] * w[:, :, None]) ** 2 * cnt
+    raw_sq = (np.full(rms.shape[1], 10.0) if raw is None else np.asarray(raw, float)) ** 2 * cnt
+    judged = np.ones(rms.shape[1], bool) if judged is None else np.asarray(judged)
+    return _judge(M, CANDIDATES_HZ[:rms.shape[0]], sq, cnt, raw_sq, judged, [])
+
+
+def test_a_flat_cutoff_criterion_takes_the_highest_tie_not_the_lowest():
+    flat = _judged(np.ones((9, 3)))
+    assert flat.best_hz == 4.0 and flat.cutoff_hz == 32.0          # the old rule took 4 Hz
+    assert "4 Hz scored best, up to 32 Hz the scores are within the criterion's noise" in flat.summary()
+    # a clear minimum at 8 Hz, 3 % and more above it elsewhere: 8 Hz
+    clear = _judged([[1.3] * 3, [1.1] * 3, [1.0] * 3, [1.03] * 3, [1.1] * 3, [1.2] * 3])
+    assert clear.cutoff_hz == clear.best_hz == 8.0
+    # the same 3 % step where the scoring groups disagree by +-10 %: within the noise, a tie
+    w = np.ones((6, 4))
+    w[3] = [0.9, 1.1, 0.9, 1.1]
+    noisy = _judged([[1.3] * 3, [1.1] * 3, [1.0] * 3, [1.03] * 3, [1.5] * 3, [1.6] * 3], wobble=w)
+    assert noisy.best_hz == 8.0 and noisy.cutoff_hz == 10.0 and noisy.noise[3] > np.log(1.03)
+
+
+def test_a_joint_without_scoring_samples_or_blowing_up_does_not_decide_the_cutoff():
+    rms = np.array([[1.0, 5.0, 1.0], [1.1, 1.0, 1.1], [1.3, 1.0, 1.3]])
+    without_b = _judged(rms, judged=[True, False, True])
+    assert without_b.cutoff_hz == 4.0
+    blown = _judged(np.array([[1.0, 5.4e4, 1.0], [1.1, 1.0, 1.1], [1.3, 1.0, 1.3]]), raw=[10.0, 2.0, 10.0])
+    assert blown.cutoff_hz == 4.0
+    assert "joint 'b' left out of the criterion: its cross-validated fit blows up (RMS up to 5.4e+04 against 2" \
+        in blown.summary()
+
+
 # ----------------------------------------------------------------------- NRMS, gaps
 def test_nrms_against_limit_or_range():
     t = np.arange(12.0)

@@ -31,7 +31,18 @@ a streamed bag is read into them (stream_cutoff.py). Rules:
   factor, the same OLS solution as on the rows (`least_squares.ols` runs on it
   unchanged), and ``||y_raw - W x||^2 = ||R [x; 0; -1]||^2``, so the held-out errors at
   the training solution follow exactly. The dead-band masks are computed on windows
-  with margins longer than the reversal guard, so they equal the whole sequence's.
+  with margins longer than the reversal guard, so they equal the whole sequence's;
+* the criterion's own noise: the scoring blocks are dealt into `GROUPS` groups (the
+  scoring fold's blocks in turn), each with its own accumulator; per candidate, the
+  difference of its score from the best one's is taken in every group, and its standard
+  error across the groups is the criterion's noise for that candidate. Going up from the
+  best candidate, every candidate whose score is within max(2 standard errors,
+  `TIE_FLOOR`) of the best is a tie; the highest of that run is taken: it distorts the
+  efforts least (a flat criterion never picks the lowest);
+* joints left out of the criterion, with a note: a joint without a moving scoring sample
+  (it does not veto the choice), and a joint whose cross-validated fit blows up for some
+  candidate (its RMS above `BLOWUP` x the RMS of its raw effort on the scoring rows:
+  predicting zero would do better).
 """
 from __future__ import annotations
 
@@ -47,23 +58,36 @@ from ..model.transmission import dead_band_rows
 from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
 
 CANDIDATES_HZ = (4.0, 6.0, 8.0, 10.0, 13.0, 16.0, 20.0, 25.0, 32.0)
+GROUPS = 4                     # scoring-block groups for the criterion's noise
+TIE_FLOOR = math.log(1.005)    # score differences below 0.5 % RMS are ties whatever the noise
+BLOWUP = 3.0                   # a joint whose fit's RMS exceeds this x its raw effort's is left out
 
 
 @dataclass
 class CutoffChoice:
     cutoff_hz: float
     candidates: tuple[float, ...]
-    scores: tuple[float, ...]        # mean over joints of log RMS, per candidate
+    scores: tuple[float, ...]        # mean over the judged joints of log RMS, per candidate
     rms: tuple[np.ndarray, ...]      # per candidate, (n,) cross-validated RMS per joint
+    best_hz: float | None = None     # the candidate with the lowest score (None: cutoff_hz)
+    noise: tuple[float, ...] = ()    # per candidate, the band its score difference was judged in
+    notes: tuple[str, ...] = ()      # joints left out of the criterion, and why
 
     def summary(self) -> str:
-        best = self.candidates.index(self.cutoff_hz)
-        ref = self.rms[best]
+        best_hz = self.cutoff_hz if self.best_hz is None else self.best_hz
+        best = self.candidates.index(best_hz)
+        ref = self.rms[self.candidates.index(self.cutoff_hz)]
         parts = [f"{c:g} Hz x{float(np.exp(s - self.scores[best])):.3f}"
                  for c, s in zip(self.candidates, self.scores)]
+        tie = ""
+        if best_hz != self.cutoff_hz:
+            k = self.candidates.index(self.cutoff_hz)
+            tie = (f"; {best_hz:g} Hz scored best, up to {self.cutoff_hz:g} Hz the scores are within the "
+                   f"criterion's noise (x{float(np.exp(self.noise[k])):.3f} there): the highest of those is taken, "
+                   "it distorts the efforts least")
         return (f"filter cutoff {self.cutoff_hz:g} Hz chosen from the data (cross-validated RMS relative to "
-                f"the best, geometric mean over joints: {', '.join(parts)}; best RMS per joint "
-                + ", ".join(f"{v:.4g}" for v in ref) + ")")
+                f"the best, geometric mean over joints: {', '.join(parts)}{tie}; RMS per joint at the choice "
+                + ", ".join(f"{v:.4g}" for v in ref) + ")" + "".join(f"; {n}" for n in self.notes))
 
 
 def decimated_rate(fs: float, opt: FilterOptions) -> float:
@@ -163,6 +187,8 @@ class _Folds:
     the final validation): blocks of ``block_s`` seconds from each segment's first sample,
     numbered over the allowed samples only, across segments; block i is in fold i % folds."""
 
+    block: np.ndarray      # the block number of each sample of the last `of` call (-1: none)
+
     def __init__(self, starts, N: int, allowed: np.ndarray, shift: float, t_first, block_s: float, folds: int):
         self.starts, self.N, self.allowed, self.shift = list(starts), N, allowed, shift
         self.t_first, self.block_s, self.folds = list(t_first), block_s, folds
@@ -170,7 +196,9 @@ class _Folds:
         self.last: dict[int, int] = {}
 
     def of(self, a: int, t: np.ndarray) -> np.ndarray:
+        """The folds of samples a.. (times `t`); `self.block` then holds their block numbers."""
         f = np.full(t.size, -1)
+        self.block = np.full(t.size, -1)
         b = a + t.size
         for k, (s, e) in enumerate(zip(self.starts, self.starts[1:] + [self.N])):
             lo, hi = max(a, s), min(b, e)
@@ -187,6 +215,7 @@ class _Folds:
             self.count += int(new.sum())
             self.last[k] = int(blk[-1])
             f[sel] = ids % self.folds
+            self.block[sel] = ids
         return f
 
 
@@ -232,40 +261,79 @@ def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndar
     if not n_test or not n_train:
         raise SignalError(f"the recordings ({int(np.count_nonzero(allowed))} usable samples) are too short to "
                           f"cross-validate the filter cutoff in {block_s:g} s blocks")
-    if not scored.all():
+    judged = scored > 0
+    notes = [f"joint {model.joint_names[j]!r} left out of the criterion: no moving sample in the scoring blocks"
+             for j in np.flatnonzero(~judged)]
+    if not judged.any():
         raise SignalError("too few moving samples to cross-validate the filter cutoff")
 
-    scores, rms_all = [], []
+    sq_all, counts, raw_sq = [], None, None
     for k, c in enumerate(cands):
         guard = 1.0 / c
-        train, test = CompressedAccumulator(model, base), CompressedAccumulator(model, base)
+        train = CompressedAccumulator(model, base)
+        tests = [CompressedAccumulator(model, base) for _ in range(GROUPS)]
         seq = _SequenceDeadBand(model, thr, guard, int(math.ceil(guard / max(min_step, 1e-9))) + 3)
         fold = _Folds(starts, N, allowed, shift, t_first, block_s, folds)
         for a, (d0, m) in zip(range(0, N, chunk), common_chunks()):
             d = d0 if k == 0 else stores[k].read(a, a + d0.n_samples)
             f = fold.of(a, d.t)
-            te = np.flatnonzero(f == folds - 1)
-            if te.size:
-                test.add(d.subset(te), m[te])
+            group = (fold.block // folds) % GROUPS
+            for g, acc in enumerate(tests):
+                te = np.flatnonzero((f == folds - 1) & (group == g))
+                if te.size:
+                    acc.add(d.subset(te), m[te])
             for rows, keep in seq.add(d.subset(np.flatnonzero((f >= 0) & (f != folds - 1)))):
                 train.add(rows, keep)
             if progress is not None:
                 progress(k * N + a + d.n_samples, len(cands) * N)
         for rows, keep in seq.end():
             train.add(rows, keep)
+        if k == 0:          # the scoring rows are every candidate's: their counts and raw efforts once
+            counts = np.array([acc.counts for acc in tests])
+            raw_sq = np.array([acc.raw_residual_rms(np.zeros(base.size)) ** 2 * acc.counts for acc in tests])
         try:
             values = ESTIMATORS["ols"](train.problem()).values
         except IdentificationError:
-            scores.append(math.inf)
-            rms_all.append(np.full(model.n, np.inf))
+            sq_all.append(np.full((GROUPS, model.n), np.inf))
             continue
-        rms = test.raw_residual_rms(values)
-        rms_all.append(rms)
-        scores.append(float(np.mean(np.log(np.maximum(rms, 1e-300)))))
-    best = int(np.argmin(scores))
-    if not math.isfinite(scores[best]):
+        sq_all.append(np.array([acc.raw_residual_rms(values) ** 2 * acc.counts for acc in tests]))
+    return _judge(model, cands, np.array(sq_all), counts, raw_sq, judged, notes)
+
+
+def _judge(model, cands, sq, counts, raw_sq, judged, notes) -> CutoffChoice:
+    """The choice from the scoring rows' squared-error sums `sq` (candidate, group, joint),
+    their counts and raw-effort sums (group, joint) (module doc)."""
+    total = np.maximum(counts.sum(axis=0), 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        rms = np.sqrt(sq.sum(axis=1) / total)                      # (candidate, joint)
+        raw = np.sqrt(raw_sq.sum(axis=0) / total)
+    finite = np.isfinite(rms)
+    blown = judged & np.any(finite & (rms > BLOWUP * raw), axis=0)
+    for j in np.flatnonzero(blown):
+        notes.append(f"joint {model.joint_names[j]!r} left out of the criterion: its cross-validated fit blows up "
+                     f"(RMS up to {float(np.max(rms[finite[:, j], j])):.3g} against {raw[j]:.3g} of its effort)")
+    use = judged & ~blown
+    ok = finite[:, use].all(axis=1) if use.any() else np.zeros(len(cands), bool)
+    if not ok.any():
         raise SignalError("no cutoff candidate gave an identification; set identification.filter.cutoff_hz")
-    return CutoffChoice(cands[best], tuple(cands), tuple(scores), tuple(rms_all))
+    with np.errstate(divide="ignore"):
+        scores = np.where(ok, np.mean(np.log(np.maximum(np.where(finite, rms, 1.0)[:, use], 1e-300)), axis=1),
+                          np.inf)
+    best = int(np.argmin(scores))
+    # per group: each candidate's score minus the best one's, on the judged joints
+    g_ok = (counts[:, use] > 0).all(axis=1)
+    band = np.full(len(cands), TIE_FLOOR)
+    if g_ok.sum() >= 2:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_rms = np.sqrt(sq[:, g_ok][:, :, use] / counts[g_ok][:, use])
+            g_score = np.mean(np.log(np.maximum(g_rms, 1e-300)), axis=2)          # (candidate, group)
+            se = np.std(g_score - g_score[best], axis=1, ddof=1) / np.sqrt(g_ok.sum())
+        band = np.maximum(TIE_FLOOR, np.where(np.isfinite(se), 2.0 * se, TIE_FLOOR))
+    chosen = best
+    while chosen + 1 < len(cands) and ok[chosen + 1] and scores[chosen + 1] - scores[best] <= band[chosen + 1]:
+        chosen += 1
+    return CutoffChoice(cands[chosen], tuple(cands), tuple(float(x) for x in scores), tuple(rms),
+                        cands[best], tuple(float(b) for b in band), tuple(notes))
 
 
 # ------------------------------------------------------------------ config glue
