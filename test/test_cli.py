@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from robot_ident.cli import main
@@ -24,3 +25,13 @@ def test_bad_input_gives_one_line_and_status_2(tmp_path):
         "robot-ident demo: error: unknown identification method 'magic'; available: "
         "ols, physical, rls, robust, sobol-ga, sobol-ls, wls"]
     assert not (tmp_path / "x").exists()
+
+
+def test_identify_help_states_the_estimators_default_method(capsys):
+    """`identify --help` once said wls while the default is physical (issue 27)."""
+    from robot_ident.cli import main
+    from robot_ident.estimation.pipeline import IdentificationSettings
+    with pytest.raises(SystemExit):
+        main(["identify", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"else {IdentificationSettings().method})" in text

@@ -23,7 +23,7 @@ def add_parser(sub):
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", default=None,
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: "
-                        "identification.method of the config, else wls)")
+                        "identification.method of the config, else physical)")
     p.add_argument("--holdout", type=float, default=None,
                    help="fraction of the recording's end kept for validation (default: config, else 0.2; "
                         "0 with --validate-bag)")
@@ -110,7 +110,7 @@ def _why_not_streamed(args) -> str:
         return "it holds out the recording's tail (--holdout), not --holdout-window or --holdout-every"
     cfg = load_config(args.config)
     section = cfg.section("identification") or {}
-    method = args.method or section.get("method", "wls")
+    method = args.method or section.get("method", "physical")
     if method not in COMPRESSED_METHODS:
         return (f"method {method!r} needs every regressor row (streaming keeps a compressed problem for "
                 f"{', '.join(COMPRESSED_METHODS)})")
