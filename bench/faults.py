@@ -36,7 +36,7 @@ from robot_ident.estimation.pipeline import (  # noqa: E402
     split_holdout,
 )
 from robot_ident.estimation.plausibility import enforce  # noqa: E402
-from robot_ident.estimation.recording_checks import check_input  # noqa: E402
+from robot_ident.estimation.input_checks import check_input  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402

@@ -1,4 +1,4 @@
-"""What the input checks cost on the streamed path (estimation/recording_checks.py).
+"""What the input checks cost on the streamed path (estimation/recording_checks.py, input_checks.py).
 
 Simulated demo-arm bags (MuJoCo, /joint_states 500 Hz + /dynamic_joint_states 1 kHz) of
 increasing length are read with `process_bag` twice: without and with the
@@ -26,10 +26,7 @@ from robot_ident.cli import main  # noqa: E402
 from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.bag_processed import process_bag  # noqa: E402
 from robot_ident.estimation.pipeline import identification_config  # noqa: E402
-from robot_ident.estimation.recording_checks import (
-    InputChecks,  # noqa: E402
-    check_input,  # noqa: E402
-)
+from robot_ident.estimation.input_checks import InputChecks, check_input  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402

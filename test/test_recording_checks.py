@@ -25,13 +25,8 @@ from robot_ident.data.signals import ProcessedData, Recording  # noqa: E402
 from robot_ident.estimation.gain_check import GainCheck  # noqa: E402
 from robot_ident.estimation.pipeline import identification_config  # noqa: E402
 from robot_ident.estimation.plausibility import gain_columns, projected_slope  # noqa: E402
-from robot_ident.estimation.recording_checks import (  # noqa: E402
-    InputChecks,
-    RecordingChecks,
-    check_input,
-    input_findings,
-    segment_checks,
-)
+from robot_ident.estimation.input_checks import InputChecks, check_input, input_findings, segment_checks  # noqa: E402
+from robot_ident.estimation.recording_checks import RecordingChecks  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
@@ -248,6 +243,18 @@ def _synthetic(n=6000, rate=500.0, seed=0):
     return t, q, qd, e
 
 
+def same_stats(x: dict, y: dict, where=None) -> None:
+    """Statistics of the same samples given in other pieces: equal to round-off (sums in
+    another order); the velocity lag to 1e-9 s (a parabola through correlations)."""
+    for key in x:
+        if x[key] is None:
+            assert y[key] is None, (where, key)
+        elif key.startswith("velocity_lag"):
+            assert y[key] == pytest.approx(x[key], abs=1e-9), (where, key)
+        else:
+            assert y[key] == pytest.approx(x[key], rel=1e-12, abs=0), (where, key)
+
+
 def whole_stats(model, segs):
     """(per-joint statistics, samples) of segments given whole, one piece each."""
     chk = segment_checks(model, segs, "wls")
@@ -277,8 +284,8 @@ def test_spikes_on_piece_boundaries_are_found_once_with_the_whole_segments_stati
     got = chk.joint_stats()
     assert chk.n_samples == n == 6000
     assert sum(s.spikes_effort for s in ref_stats) == 11 and sum(s.spikes_position for s in ref_stats) == 10
-    for a, b in zip(ref_stats, got):      # the noise energies are sums: equal to round-off
-        assert dataclasses.asdict(b) == pytest.approx(dataclasses.asdict(a), rel=1e-12, abs=0)
+    for a, b in zip(ref_stats, got):
+        same_stats(dataclasses.asdict(a), dataclasses.asdict(b))
     assert chk.findings() == segment_checks(model, segs, "wls").findings()
 
 
@@ -510,9 +517,7 @@ def test_short_segments_in_tiny_pieces_give_the_whole_segments_statistics(model,
                 chk.add(k, Recording(sg.t[sl], model.joint_names, sg.q[sl], sg.effort[sl], qd=sg.qd[sl]))
             chk.end_segment(k, True)
         for x, y in zip(ref, (dataclasses.asdict(s) for s in chk.joint_stats())):
-            for key in x:
-                assert y[key] == pytest.approx(x[key], rel=1e-12, abs=0) if x[key] is not None else y[key] is None, \
-                    (n, step, key)
+            same_stats(x, y, (n, step))
 
 
 # ------------------------------------------------------- spikes against the noise
@@ -546,3 +551,53 @@ def test_glitches_are_judged_by_their_energy_against_the_noise(model, size, seve
     found = _spike_findings(model, glitch)
     assert [f.severity for f in found] == [severity], found
     assert "joint 'elbow'" in found[0].subject and "--method robust" in found[0].text
+
+
+# ------------------------------------------------------------- lagged velocity
+@pytest.mark.parametrize("lag_s", [0.0, 0.005, 0.15])
+def test_a_lagging_measured_velocity_is_found_whole_or_in_pieces(model, lag_s):
+    """A logged velocity that is a delayed copy of dq/dt (a controller's filtered
+    derivative): the lag is measured to 1 ms by the per-lag correlation, the same in pieces;
+    at 20 ms and more it is a warning and the joint is listed as lagging."""
+    t = np.arange(10000) / 500.0
+    w = np.linspace(1.2, 3.4, 6)
+
+    def vel(tt):
+        return 0.8 * w * np.cos(np.outer(tt, w)) + 0.81 * w * np.cos(np.outer(tt, 2.7 * w))
+    q = 0.8 * np.sin(np.outer(t, w)) + 0.3 * np.sin(np.outer(t, 2.7 * w))
+    e = 4 * np.sin(np.outer(t, 1.2 * w)) + 0.02 * np.random.default_rng(0).normal(size=q.shape)
+    qd = vel(t - lag_s)
+    whole = segment_checks(model, [Recording(t, model.joint_names, q, e, qd=qd)], "wls")
+    pieces = RecordingChecks(model, "wls")
+    for a in range(0, t.size, 777):
+        sl = slice(a, a + 777)
+        pieces.add(0, Recording(t[sl], model.joint_names, q[sl], e[sl], qd=qd[sl]))
+    pieces.end_segment(0, True)
+    for chk in (whole, pieces):
+        assert [lag for lag, _ in chk.velocity_lags()] == pytest.approx([lag_s] * 6, abs=1e-3)
+    lagging = whole.velocity_lagging()
+    found = [f for f in whole.findings() if "measured velocity" in f.text]
+    if lag_s < 0.02:
+        assert lagging == [] and found == []
+    else:
+        assert lagging == list(model.joint_names) and len(found) == 6
+        assert "lags dq/dt by 150 ms" in found[0].text and "differentiated positions are used" in found[0].text
+
+
+def test_the_streamed_identify_reads_at_once_when_the_logged_velocity_lags(world, monkeypatch, tmp_path, capsys):
+    """The chunked reader processes with the measured velocity while it checks it; when it
+    lags, the recording is read at once and processed with the differentiated positions."""
+    import yaml
+    s = copy.deepcopy(world["streams"])
+    rows = np.asarray(s[JS].fields["velocity"], float)
+    t = (s[JS].stamps - s[JS].stamps[0]) / 1e9
+    src = np.clip(np.searchsorted(t, t - 0.15), 0, len(t) - 1)
+    s[JS] = JointStream(s[JS].topic, s[JS].stamps, s[JS].names, dict(s[JS].fields, velocity=rows[src]),
+                        s[JS].received)
+    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
+    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    assert main(["identify", "--bag", str(world["bag"]), "--urdf", str(world["urdf"]), "--config", str(CONFIG),
+                 "--output", str(tmp_path / "r"), "--method", "wls", "--no-plots", "--quiet"]) == 0
+    assert "the measured velocity lags dq/dt by 150 ms" in capsys.readouterr().err
+    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
+    assert d["source"]["use_measured_velocity"] is False and d["source"].get("read") is None

@@ -30,11 +30,16 @@ class IdentificationSettings:
     base_seed: int = 0
     # Plausibility bounds of the physical estimate (`identification: physical:`).
     physical: PhysicalBounds = field(default_factory=PhysicalBounds)
+    # The measured velocity's use (`filter.use_measured_velocity`): 'auto' (used unless it lags
+    # dq/dt, estimation/recording_checks.py), 'measured' (true) or 'positions' (false).
+    measured_velocity: str = "auto"
 
     def __post_init__(self):
         if self.method not in ESTIMATORS:
             raise ConfigError(f"unknown identification method {self.method!r}; "
                               f"available: {', '.join(sorted(ESTIMATORS))}")
+        if self.measured_velocity not in ("auto", "measured", "positions"):
+            raise ConfigError(f"measured_velocity must be auto, measured or positions, got {self.measured_velocity!r}")
         if self.moving_threshold < 0:
             raise ConfigError(f"moving_threshold must be >= 0, got {self.moving_threshold}")
 
@@ -142,11 +147,13 @@ def identification_config(section: Mapping | None, where: str = "identification"
     order = f.get("order", 4)
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ConfigError(f"{fw}.order: expected a positive integer, got {order!r}")
+    velocity = f.get("use_measured_velocity", "auto")
+    if velocity not in ("auto", True, False):
+        raise ConfigError(f"{fw}.use_measured_velocity: expected auto, true or false, got {velocity!r}")
     try:
         filt = FilterOptions(cutoff_hz=_num(f, "cutoff_hz", fw, 20.0, positive=True), order=order,
                              target_rate_hz=_num(f, "target_rate_hz", fw, 200.0, positive=True, allow_none=True),
-                             trim_s=_num(f, "trim_s", fw, 0.2),
-                             use_measured_velocity=_flag(f, "use_measured_velocity", fw, True))
+                             trim_s=_num(f, "trim_s", fw, 0.2), use_measured_velocity=velocity is not False)
     except SignalError as exc:
         raise ConfigError(f"{fw}: {exc}") from None
     method = section.get("method", "physical")
@@ -159,7 +166,7 @@ def identification_config(section: Mapping | None, where: str = "identification"
             reversal_guard_s=_num(db, "reversal_guard_s", dw, None, allow_none=True),
             base_samples=int(_num(section, "base_samples", where, 400, positive=True)),
             base_seed=int(_num(section, "base_seed", where, 0)),
-            physical=physical)
+            physical=physical, measured_velocity={"auto": "auto", True: "measured", False: "positions"}[velocity])
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
     if settings.base_samples > 100_000:

@@ -16,6 +16,8 @@ efforts beyond the URDF effort limit   warning     peak (median of 7) > 1.5 x li
 positions outside the URDF limits      warning     > 0.05 rad (m) outside
                                        error       > half the range outside (degrees?)
 velocity against dq/dt                 error       median ratio < 0 (sign) or off 1 by > 25 %
+                                       warning     shifted by >= 20 ms (cross-correlation; by
+                                                   default the positions are differentiated)
 constant / dead effort channel         error       no change while the joint moves
 gain / direction (CAD regression)      warning     slope outside [0.67, 1.5]
                                        error       slope < 0 or < 1/3 (above: the effort limit
@@ -49,6 +51,7 @@ from ..errors import RobotIdentError
 EFFORT_WARN, EFFORT_ERROR = 1.5, 3.0
 POSITION_MARGIN = 0.05
 VELOCITY_TOLERANCE = 0.25
+VELOCITY_LAG_S = 0.02    # a measured velocity shifted this much against dq/dt is not used by default
 GAIN_WARN = (0.67, 1.5)
 GAIN_ERROR = (1 / 3, 3.0)
 MIN_PARTIAL_CORRELATION = 0.5
@@ -153,6 +156,8 @@ class JointRecordingStats:
     effort_constant: bool = True     # the effort does not change within any segment
     first_effort: float = float("nan")
     velocity_ratio: float | None = None   # median of measured velocity / dq/dt (None: not measurable)
+    velocity_lag_s: float | None = None   # lag of the measured velocity behind dq/dt (cross-correlation)
+    velocity_lag_correlation: float = 0.0  # the correlation at that lag
 
 
 def velocity_ratio_mask(dq: np.ndarray, dq_max: float | None = None) -> np.ndarray:
@@ -190,9 +195,10 @@ def _spike_finding(what: str, unit: str, n: int, largest: float, energy: float, 
 
 
 def judge_recordings(model, stats: Sequence[JointRecordingStats], n_samples: int, method: str = "physical",
-                     effort_label: str = "effort") -> list[Finding]:
-    """The findings of `check_recordings` from per-joint statistics (model order) of
-    `n_samples` synchronised samples."""
+                     effort_label: str = "effort", velocity: str = "auto") -> list[Finding]:
+    """The recording findings from per-joint statistics (model order) of `n_samples`
+    synchronised samples. `velocity`: the measured velocity's use -- 'auto' (used unless it
+    lags dq/dt), 'measured' (used) or 'positions' (not used)."""
     out: list[Finding] = []
     lim = model.limits
     for k, (j, st) in enumerate(zip(model.joint_names, stats)):
@@ -248,7 +254,24 @@ def judge_recordings(model, stats: Sequence[JointRecordingStats], n_samples: int
             elif abs(r - 1.0) > VELOCITY_TOLERANCE:
                 out.append(Finding("error", subj, f"the measured velocity is {r:.3g} x dq/dt (degrees/s, rpm or "
                                                   "a gear ratio on the velocity only?)"))
+            elif velocity_lagging(st) and velocity != "positions":
+                lag = st.velocity_lag_s
+                what = (f"lags dq/dt by {1e3 * lag:.3g} ms" if lag > 0 else f"leads dq/dt by {-1e3 * lag:.3g} ms")
+                then = ("the differentiated positions are used instead (identification.filter."
+                        "use_measured_velocity: true keeps it)" if velocity == "auto" else
+                        "kept, as identification.filter.use_measured_velocity: true asks (auto or false would "
+                        "differentiate the positions)")
+                out.append(Finding("warning", subj, f"the measured velocity {what} (correlation "
+                                                    f"{st.velocity_lag_correlation:.2f}; a filtered or delayed "
+                                                    f"estimate?): {then}"))
     return out
+
+
+def velocity_lagging(st: JointRecordingStats) -> bool:
+    """The measured velocity is shifted against dq/dt by VELOCITY_LAG_S or more (cross-
+    correlation peak >= 0.5): its friction and inertia terms would be computed at another time."""
+    return (st.velocity_lag_s is not None and st.velocity_lag_correlation >= 0.5
+            and abs(st.velocity_lag_s) >= VELOCITY_LAG_S)
 
 
 # ------------------------------------------------------------------- model checks
@@ -320,7 +343,7 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
         com = np.asarray(pi[1:4]) / pi[0]
         out.append(Finding("note", "joint " + ", ".join(map(repr, explained)),
                            f"the efforts exceed the CAD model's as a tool of about {pi[0]:.2g} kg on the body "
-                           f"joint {body!r} moves would (centre of mass [{', '.join(f'{c:.2g}' for c in com)}] m "
+                           f"joint {body!r} moves would (centre of mass [{', '.join(f'{c + 0.0:.3f}' for c in com)}] m "
                            "in its frame): a payload the URDF lacks; identification estimates it with that body"))
     return out
 

@@ -1,13 +1,7 @@
-"""The input checks on a recording, chunk by chunk, in bounded memory: one implementation
-for a bag read in chunks (`data.bag_processed.process_bag` feeds `InputChecks` as its
-observer) and for segments in memory (each one piece: `check_input`,
-`recording_findings`). The judgement (thresholds, texts) is plausibility.py's.
-
-`InputChecks` sees every synchronised, current-converted piece (`RecordingChecks`),
-the end of every segment (kept, or dropped as too short), and every block of processed
-samples (`gain_check.GainCheck`). `input_findings` then gives, in order: the CAD check,
-the recording checks, joints moving but not identified, the lag between the topics,
-the gain check (joints with spikes worth a warning skipped).
+"""The recording checks' statistics, chunk by chunk, in bounded memory: one
+implementation for a bag read in chunks and for segments in memory (each one piece;
+input_checks.py chains them with the other checks). The judgement (thresholds, texts)
+is plausibility.py's.
 
 How each statistic is kept (per joint; "exact" = the value the whole segment gives):
 
@@ -41,12 +35,10 @@ grows with the recording.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import medfilt
 
-from .gain_check import GainCheck
 from .plausibility import (
     MEDIAN_WINDOW,
     SPIKE_RANGE,
@@ -54,14 +46,12 @@ from .plausibility import (
     Finding,
     JointRecordingStats,
     SpikeCount,
-    check_cad,
-    check_unidentified_motion,
     count_spikes,
-    judge_gains,
     judge_recordings,
     noise_sigma,
     spike_levels,
     spike_threshold,
+    velocity_lagging,
     velocity_ratio_mask,
 )
 
@@ -69,6 +59,66 @@ SUBSAMPLE_CAP = 1 << 14      # samples per segment, joint and signal for the med
 CANDIDATE_CAP = 5_000       # spike candidates per segment, joint and signal
 VELOCITY_CAP = 20_000       # velocity ratios per joint
 CONTEXT = 3                  # samples either side a sample's statistics need (median of 7)
+LAG_GRID_HZ = 100.0          # the velocity-lag correlation runs on samples decimated to about this rate
+LAG_MAX_S = 0.4              # lags searched: +-this
+
+
+class _LagSums:
+    """Cross-correlation sums of the measured velocity against dq/dt at lags -M..M samples
+    of the decimated grid, over all segments (a pair never crosses a segment boundary),
+    with each lag's own energies: the correlation at lag m is over the pairs it has, so a
+    slow joint's changing amplitude does not move the peak (an exact velocity peaks at 0)."""
+
+    def __init__(self, nj: int, M: int):
+        self.M = M
+        self.C = np.zeros((nj, 2 * M + 1))          # C[:, M + m]: sum of qd(t) dq(t - m)
+        self.XX = np.zeros((nj, 2 * M + 1))         # ... of qd(t)^2 over the same pairs
+        self.DD = np.zeros((nj, 2 * M + 1))         # ... of dq(t - m)^2
+
+    def add(self, hist: tuple, X: np.ndarray, D: np.ndarray) -> tuple:
+        """New decimated samples X (qd), D (dq/dt) of a segment whose last M samples are
+        `hist`; returns the new history."""
+        hx, hd = hist
+        ex, ed = np.vstack([hx, X]), np.vstack([hd, D])
+        h, L, M = hx.shape[0], X.shape[0], self.M
+        for m in range(min(M, h + L - 1) + 1):
+            lo = max(0, m - h)                        # new samples with a partner m before them
+            if lo >= L:
+                break
+            x, d = X[lo:], ed[h + lo - m:h + L - m]
+            self.C[:, M + m] += np.einsum("ij,ij->j", x, d)
+            self.XX[:, M + m] += np.einsum("ij,ij->j", x, x)
+            self.DD[:, M + m] += np.einsum("ij,ij->j", d, d)
+            if m:
+                d, x = D[lo:], ex[h + lo - m:h + L - m]
+                self.C[:, M - m] += np.einsum("ij,ij->j", x, d)
+                self.XX[:, M - m] += np.einsum("ij,ij->j", x, x)
+                self.DD[:, M - m] += np.einsum("ij,ij->j", d, d)
+        return ex[-M:], ed[-M:]
+
+    def merge(self, other: "_LagSums") -> None:
+        self.C += other.C
+        self.XX += other.XX
+        self.DD += other.DD
+
+    def lags(self, step_s: float) -> list[tuple[float, float] | None]:
+        """Per joint (lag of the measured velocity behind dq/dt in s, peak correlation), the
+        lag refined between grid points by a parabola; None without data."""
+        out = []
+        for k in range(self.C.shape[0]):
+            norm = np.sqrt(self.XX[k] * self.DD[k])      # per lag: a correlation over the pairs it has
+            if not (norm > 0).any():
+                out.append(None)
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                c = np.where(norm > 0, self.C[k] / np.where(norm > 0, norm, 1.0), -np.inf)
+            i = int(np.argmax(c))
+            frac = 0.0
+            if 0 < i < c.size - 1 and np.isfinite(c[i - 1:i + 2]).all():
+                den = c[i - 1] - 2 * c[i] + c[i + 1]
+                frac = 0.5 * (c[i - 1] - c[i + 1]) / den if den < 0 else 0.0
+            out.append(((i - self.M + frac) * step_s, float(c[i])))
+        return out
 
 
 class _Signal:
@@ -173,6 +223,8 @@ class _Segment:
         self.dq_max = np.zeros(nj)
         self.top10 = np.zeros((10, nj))                 # the 10 largest |dq/dt| (0: none yet)
         self.ratios = [[] for _ in range(nj)]           # per joint: arrays (sample id, |dq|, ratio)
+        self.lag_hist = (np.zeros((0, nj)), np.zeros((0, nj)))   # the lag sums' last decimated samples
+        self.lag: _LagSums | None = None                 # this segment's lag sums (added when kept)
 
 
 class RecordingChecks:
@@ -181,8 +233,9 @@ class RecordingChecks:
     segment ends (kept: long enough to be one of the synchronised segments), `findings()`."""
 
     def __init__(self, model, method: str = "physical", effort_label: str = "effort",
-                 velocity_cap: int = VELOCITY_CAP):
+                 velocity_cap: int = VELOCITY_CAP, velocity: str = "auto"):
         self.model, self.method, self.effort_label = model, method, effort_label
+        self.velocity = velocity         # the measured velocity's use (plausibility.judge_recordings)
         self.joints = tuple(model.joint_names)
         nj = len(self.joints)
         self.open: dict[int, _Segment] = {}
@@ -193,6 +246,8 @@ class RecordingChecks:
         self.kept_ratios = [[] for _ in range(nj)]       # per joint: arrays (sample id, ratio)
         self._ids = 0                                    # sample ids for the velocity subsample
         self.has_ratios = np.zeros(nj, dtype=bool)
+        self.lag: _LagSums | None = None                 # the kept segments' (grid set with the first velocities)
+        self.lag_k, self.lag_step_s = 1, 0.0
 
     # ---------------------------------------------------------------- input
     def add(self, segment: int, piece) -> None:
@@ -236,9 +291,29 @@ class RecordingChecks:
         if s.velocity and buf.shape[0] >= 2:
             dq = np.gradient(q, t, axis=0)[a:b]
             self._velocity(s, np.abs(dq), qd[a:b] / np.where(dq == 0, np.nan, dq))
+            self._lag(s, t, dq, qd[a:b], s.done)
         s.done += b - a
         keep = max(0, b - CONTEXT)
         s.buf, s.b0 = buf[keep:], s.b0 + keep
+
+    def _lag(self, s: _Segment, t: np.ndarray, dq: np.ndarray, qd: np.ndarray, g0: int) -> None:
+        """Feed the samples g0.. of the segment (on the decimated grid) to the lag sums."""
+        if self.lag is None:
+            if t.size < 3:
+                return
+            step = float(np.median(np.diff(t)))
+            self.lag_k = max(1, int(round(1.0 / (step * LAG_GRID_HZ))))
+            self.lag_step_s = step * self.lag_k
+            self.lag = _LagSums(len(self.joints), max(1, int(round(LAG_MAX_S / self.lag_step_s))))
+        take = (np.arange(g0, g0 + dq.shape[0]) % self.lag_k) == 0
+        if take.any():
+            if s.lag is None:
+                s.lag = _LagSums(len(self.joints), self.lag.M)
+            s.lag_hist = s.lag.add(s.lag_hist, qd[take], dq[take])
+
+    def velocity_lags(self) -> list[tuple[float, float] | None]:
+        """Per joint (lag of the measured velocity behind dq/dt [s], peak correlation) or None."""
+        return [None] * len(self.joints) if self.lag is None else self.lag.lags(self.lag_step_s)
 
     def _velocity(self, s: _Segment, adq: np.ndarray, ratio: np.ndarray) -> None:
         ids = np.arange(self._ids, self._ids + adq.shape[0])
@@ -257,6 +332,8 @@ class RecordingChecks:
         """Fold an ended, kept segment into the totals."""
         n = s.n
         self.n_samples += n
+        if s.lag is not None:
+            self.lag.merge(s.lag)
         sp_e, sp_q = s.effort.spikes(n), s.position.spikes(n)
         peak = s.effort.peak(n)
         for k, st in enumerate(self.stats):
@@ -312,7 +389,10 @@ class RecordingChecks:
         """Per joint statistics (segments still open are closed as kept first)."""
         for seg in list(self.open):
             self.end_segment(seg, True)
+        lags = self.velocity_lags()
         for k, st in enumerate(self.stats):
+            if lags[k] is not None:
+                st.velocity_lag_s, st.velocity_lag_correlation = lags[k]
             if self.has_ratios[k]:
                 r = np.concatenate(self.kept_ratios[k])[:, 1]
                 st.velocity_ratio = float(np.median(r)) if r.size else None
@@ -322,107 +402,8 @@ class RecordingChecks:
         stats = self.joint_stats()
         if self.n_samples == 0:
             return []
-        return judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label)
+        return judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label, self.velocity)
 
-
-class InputChecks:
-    """The observer `data.bag_processed.process_bag` feeds (``observer=``): recording checks
-    on the converted pieces, the gain check's accumulation on the processed samples
-    (`predict`: the efforts the gains compare with, default the CAD model's)."""
-
-    def __init__(self, model, method: str = "physical", effort_label: str = "effort",
-                 velocity_cap: int = VELOCITY_CAP, predict=None):
-        self.model, self.method = model, method
-        self.recordings = RecordingChecks(model, method, effort_label, velocity_cap)
-        self.gains = GainCheck(model, predict)
-
-    def piece(self, segment: int, rec) -> None:
-        self.recordings.add(segment, rec)
-
-    def segment_end(self, segment: int, kept: bool) -> None:
-        self.recordings.end_segment(segment, kept)
-
-    def processed(self, data) -> None:
-        self.gains.add(data)
-
-    def findings(self, report, states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-        return input_findings(self.model, self.method, report, self.recordings, self.gains, states_topic,
-                              effort_topic)
-
-
-def lag_findings(report, effort_topic: str) -> list[Finding]:
-    """The lag between the topics that the synchronisation measured and corrected
-    (`report`: its `sync.SyncReport`)."""
-    lag = getattr(report, "lag", None)
-    if lag is None or not np.isfinite(lag.lag_s) or not report.lag_corrected:
-        return []
-    return [Finding("warning", f"topic {effort_topic!r}",
-                    f"its stamps are {1e3 * lag.lag_s:+.3g} ms late relative to the joint states (measured on the "
-                    "positions both topics carry); corrected")]
-
-
-def spiky_joints(findings) -> list[str]:
-    """Joints with spikes worth a warning (their gain check is skipped: spikes bias it)."""
-    return sorted({f.subject.split("'")[1] for f in findings if "spike" in f.text and f.severity != "note"})
-
-
-def input_findings(model, method: str, report, checks: RecordingChecks, gains: GainCheck,
-                   states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-    """Every input check of one recording, in order: the CAD check, the recording checks,
-    joints moving but not identified, the lag between the topics, the gain check.
-    `report`: the synchronisation's `SyncReport`."""
-    findings: list[Finding] = check_cad(model, method)
-    findings += checks.findings()
-    findings += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
-    findings += lag_findings(report, effort_topic)
-    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings), tool=gains.tool())
-    return findings
-
-
-# ------------------------------------------------------------- segments in memory
-def segment_checks(model, segments, method: str = "physical", effort_label: str = "effort") -> RecordingChecks:
-    """`RecordingChecks` of synchronised segments in memory, each one piece."""
-    checks = RecordingChecks(model, method, effort_label)
-    for k, seg in enumerate(segments):
-        checks.add(k, seg)
-        checks.end_segment(k, True)
-    return checks
-
-
-def recording_findings(model, segments, report, method: str, states_topic: str = "/joint_states",
-                       effort_topic: str = "", effort_label: str = "effort", label: str = "") -> list[Finding]:
-    """The checks on one recording's synchronised segments (everything but the CAD and gain
-    checks, which are the model's and need the processed data); `label` (a file name)
-    prefixes the subjects when several recordings are identified together."""
-    found = segment_checks(model, segments, method, effort_label).findings()
-    if report is not None:
-        found += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
-        found += lag_findings(report, effort_topic)
-    if label:
-        found = [Finding(f.severity, f"{label}: {f.subject}", f.text) for f in found]
-    return found
-
-
-@dataclass
-class InputCheck:
-    parts: list                      # processed segments
-    summary: str                     # synchronisation summary
-    findings: list = field(default_factory=list)
-
-    @property
-    def warnings(self) -> list[str]:
-        return [f.line() for f in self.findings]
-
-
-def check_input(model, sync, settings, states_topic: str = "/joint_states",
-                effort_topic: str = "", effort_label: str = "effort") -> InputCheck:
-    """Every input check of a synchronised recording in memory (`sync.SyncResult`), and its
-    processed segments."""
-    from .pipeline import process_segments
-    checks = segment_checks(model, sync.segments, settings.method, effort_label)
-    parts, summary = process_segments(sync, model.joint_names, settings)
-    gains = GainCheck(model)
-    for p in parts:
-        gains.add(p)
-    return InputCheck(parts, summary, input_findings(model, settings.method, sync.report, checks, gains,
-                                                     states_topic, effort_topic))
+    def velocity_lagging(self) -> list[str]:
+        """The joints whose measured velocity is shifted against dq/dt (`plausibility.velocity_lagging`)."""
+        return [j for j, st in zip(self.joints, self.joint_stats()) if velocity_lagging(st)]

@@ -70,11 +70,11 @@ def identify_streamed(bag, cfg, icfg, model, progress: Progress | None = None, c
 def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, source, force, warnings, warn,
                        auto_cutoff):
     from .conditioning import quality_warnings
+    from .input_checks import InputChecks
     from .plausibility import enforce
-    from .recording_checks import InputChecks
 
     settings = icfg.settings
-    checks = InputChecks(model, settings.method, cfg.effort_field)
+    checks = InputChecks(model, settings.method, cfg.effort_field, velocity=settings.measured_velocity)
     base = base_parameters(model, settings)
     cutoff = {"filter_cutoff_chosen_from_data": False,
               "filter_cutoff_note": f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"}
@@ -89,6 +89,11 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
                              joints=model.joint_names)
     thr, guard = settings.moving_threshold, settings.guard_s
     try:
+        lagging = checks.recordings.velocity_lagging()
+        if settings.measured_velocity == "auto" and lagging and settings.filter.use_measured_velocity:
+            from ..data.stream_sync import NeedsWholeRecording
+            raise NeedsWholeRecording(f"the measured velocity of {', '.join(map(repr, lagging))} lags dq/dt: the "
+                                      "positions are differentiated instead, decided before processing")
         findings = checks.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
         for line in (f.line() for f in findings):
             warn(line)
@@ -151,7 +156,8 @@ def _identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, sour
     printed = summary + (f"\n{cutoff['filter_cutoff_note']}" if auto_cutoff else "")
     src = {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
            "synchronisation": summary, "read": "streaming",
-           "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff}   # validate filters alike
+           "filter_cutoff_hz": float(settings.filter.cutoff_hz), **cutoff,    # validate filters alike
+           "use_measured_velocity": bool(settings.filter.use_measured_velocity)}
     src.update(source or {})
     record = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
     return StreamedOutcome(model, result, validation, printed, plot_data, record, valid_data, warnings)
@@ -178,8 +184,8 @@ def validate_streamed(bag, cfg, filter_options, model, base, values, threshold: 
     RMS; an error finding is refused (`plausibility.PlausibilityError`). With
     `keep_samples`, the fourth item is a decimated copy of the samples (at most 3000:
     data, predicted efforts, moving mask) for the report's validation_samples.npz, else None."""
+    from .input_checks import InputChecks
     from .plausibility import check_unidentified_motion, enforce
-    from .recording_checks import InputChecks
 
     progress = progress or Progress(quiet=True)
     values_model = _BaseValues(base, values)

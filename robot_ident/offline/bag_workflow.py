@@ -168,8 +168,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     from ..data.stream_sync import NeedsWholeRecording
     from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
-    from ..estimation.recording_checks import check_input
     from ..estimation.streamed import identify_streamed
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
@@ -217,7 +217,7 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     for line in warnings:
         warn(line)
     enforce(checked.findings, force)
-    parts, summary = checked.parts, checked.summary
+    parts, summary, settings = checked.parts, checked.summary, checked.settings
     ident_data, valid_data = split_holdout(parts, icfg.holdout)
     with progress.stage("identify"):
         result = identify(model, ident_data, settings)
@@ -235,7 +235,8 @@ def identify_bag(bag, urdf, config_path, output, method: str | None = None, hold
     out = Path(output)
     with progress.stage("write"):
         extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz)},
+                            "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz),
+                            "use_measured_velocity": bool(settings.filter.use_measured_velocity)},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
         from ..mechanisms.closed_chain.config import closures_source
         extra["source"].update(closures_source(model, cfg, config_path))
@@ -315,9 +316,11 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
                           "(another robot?)")
     vsettings = icfg.settings
     chosen = (d.get("source") or {}).get("filter_cutoff_hz")
+    from dataclasses import replace
     if chosen:   # the cutoff the identification used (chosen from the data when the config has none)
-        from dataclasses import replace
         vsettings = replace(vsettings, filter=replace(vsettings.filter, cutoff_hz=float(chosen)))
+    if (d.get("source") or {}).get("use_measured_velocity") is False:   # as the identification decided
+        vsettings = replace(vsettings, filter=replace(vsettings.filter, use_measured_velocity=False))
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
@@ -348,8 +351,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
             return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
     with progress.stage("read bag"):
         sync = read_sync(bag, cfg)
+    from ..estimation.input_checks import segment_checks
     from ..estimation.plausibility import check_unidentified_motion
-    from ..estimation.recording_checks import segment_checks
     findings = segment_checks(model, sync.segments, "robust", cfg.effort_field).findings()   # spikes only warn
     findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
     with progress.stage("process"):

@@ -108,8 +108,8 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     implausible input is refused unless `force`."""
     from ..estimation.conditioning import quality_warnings
     from ..estimation.gain_check import GainCheck
+    from ..estimation.input_checks import recording_findings, spiky_joints, velocity_settings
     from ..estimation.plausibility import check_cad, enforce, judge_gains
-    from ..estimation.recording_checks import recording_findings, spiky_joints
     from ..io.config import load_config
     from ..io.result_folder import check_result_folder
 
@@ -134,10 +134,14 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         loaded += [load_input(p, cfg, "validate") for p in validate_inputs]
     ident_inputs = [x for x in loaded if x.role == "identify"]
     valid_inputs = [x for x in loaded if x.role == "validate"]
-    findings = check_cad(model, settings.method)
+    findings, lagging = check_cad(model, settings.method), []
     for x in ident_inputs:
-        findings += recording_findings(model, x.segments, x.report, settings.method, cfg.joint_states_topic,
-                                       cfg.current_topic, cfg.effort_field, label=x.path if len(inputs) > 1 else "")
+        found, lags = recording_findings(model, x.segments, x.report, settings.method, cfg.joint_states_topic,
+                                         cfg.current_topic, cfg.effort_field, label=x.path if len(inputs) > 1 else "",
+                                         velocity=settings.measured_velocity)
+        findings += found
+        lagging += lags
+    settings = velocity_settings(settings, lagging)
 
     with progress.stage("process"):
         pairs, skipped = _process_all(ident_inputs, settings.filter)
@@ -204,6 +208,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                             "filter_cutoff_hz": float(settings.filter.cutoff_hz),
                             "filter_cutoff_chosen_from_data": bool(auto and choice is not None),
                             "filter_cutoff_note": cutoff_note,
+                            "use_measured_velocity": bool(settings.filter.use_measured_velocity),
                             "synchronisation": "\n".join(f"{x.path}: {x.summary}" for x in loaded)},
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
         from ..mechanisms.closed_chain.config import closures_source

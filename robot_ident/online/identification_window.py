@@ -310,12 +310,12 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     if auto_cutoff:      # no cutoff in the config: chosen from the data, as `robot-ident identify` does
         settings, cutoff_note = _data_cutoff(model, sync, cfg.joints, settings, holdout)
     from ..estimation.conditioning import quality_warnings
+    from ..estimation.input_checks import check_input
     from ..estimation.plausibility import enforce
-    from ..estimation.recording_checks import check_input
     from ..estimation.validation import not_validated_lines
     checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
     enforce(checked.findings, force)
-    parts, summary = checked.parts, checked.summary
+    parts, summary, settings = checked.parts, checked.summary, checked.settings
     warnings = list(checked.warnings)
     if cutoff_note:
         summary += "\n" + cutoff_note
@@ -332,7 +332,8 @@ def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, outp
     if output is not None:
         out = Path(output)
         extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
-                                config=str(config_path)),
+                                config=str(config_path),
+                                use_measured_velocity=bool(settings.filter.use_measured_velocity)),
                  "input_checks": {"warnings": warnings, "forced": bool(force)}}
         if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
             from ..mechanisms.closed_chain.config import closures_path
