@@ -78,8 +78,9 @@ def prepare(name: str, data: Path, work: Path) -> dict:
         cfg = config("physical", "auto")
         del cfg["robot_ident"]["ros__parameters"]["identification"]["method"]
         del cfg["robot_ident"]["ros__parameters"]["identification"]["filter"]
-        return {"urdf": panda_urdf(), "config": cfg, "inputs": [write_npz(load_log(data / "panda"), work / "panda.npz")],
-                "validate": [], "holdout": Holdout(every=5, block_s=2.0), "joints": JOINTS}
+        table = write_npz(load_log(data / "panda"), work / "panda.npz")
+        return {"urdf": panda_urdf(), "config": cfg, "inputs": [table], "validate": [],
+                "holdout": Holdout(every=5, block_s=2.0), "joints": JOINTS}
     if name == "kuka":
         hw = data / "kuka" / "data" / "KUKA" / "HW"
         joints = tuple(f"lwr_{k}_joint" for k in range(7))
@@ -99,8 +100,8 @@ def prepare(name: str, data: Path, work: Path) -> dict:
                   for k, d in (("ident", ident), ("valid", valid))]
         acts = {j: {"type": "rotary", "torque_constant": g, "gear_ratio": 1.0, "efficiency": 1.0}
                 for j, g in zip(UR10E_JOINTS, UR10E_GAINS)}
-        cfg = {"robot_ident": {"ros__parameters": {"joints": list(UR10E_JOINTS), "current_source": "joint_states_effort",
-                                                   "actuators": acts}}}
+        cfg = {"robot_ident": {"ros__parameters": {"joints": list(UR10E_JOINTS), "actuators": acts,
+                                                   "current_source": "joint_states_effort"}}}
         return {"urdf": data / "ur10e" / "URe" / "urdf" / "ur10e.urdf", "config": cfg, "inputs": tables[:1],
                 "validate": tables[1:], "holdout": None, "joints": UR10E_JOINTS}
     raise ValueError(f"unknown log {name!r}")
