@@ -18,13 +18,17 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           git -C F archive 4e2e5a2992f2175aa4e494c0d827590435a969a8 data/KUKA/HW model/kuka_lwr4.urdf \
               | tar -x -C DATA/kuka
           The recordings were low-passed by their authors (about 2-3 Hz) before saving.
+  tx40/   Staubli TX40, motor torques and motor angles, 5 kHz, 9 s, coupled wrist (FIGAROH examples,
+          Apache-2.0):
+          git clone https://github.com/thanhndv212/figaroh-examples X
+          git -C X archive c0b5c7f0fda10078be55104f9ee76ac106b7a5ee examples/staubli_TX40 | tar -x -C DATA/tx40
   ur10e/  Universal Robots UR10e, motor currents, ~94 Hz, raw (shamilmamedov/dynamic_calibration,
           no licence file: read locally, do not redistribute):
           git clone https://github.com/shamilmamedov/dynamic_calibration U
           git -C U archive 11af40e7deb758ec080a175fed8fcdd6c99aca29 dataset_ur10e URe/urdf | tar -x -C DATA/ur10e
           Currents become joint torques by the author's drive gains (UR10E_parameters.txt).
 
-    python bench/real_logs.py [--data DATA] [--logs panda kuka ur10e] [--methods physical wls]
+    python bench/real_logs.py [--data DATA] [--logs panda kuka ur10e tx40] [--methods physical wls]
 """
 from __future__ import annotations
 
@@ -42,13 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # UR10e drive gains [N*m/A] (joint side), estimated by the dataset's author with a known payload
 UR10E_GAINS = (10.0, 10.6956, 8.4566, 9.0029, 9.48, 10.1232)
+TX40_GEARS = (32.0, 32.0, 45.0, -48.0, 45.0, 32.0)     # motor / joint, the authors' (joint 4 reversed)
 UR10E_JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
                 "wrist_3_joint")
 
 
 def _npz(path, t, joints, q, qd, value, field="effort") -> Path:
-    np.savez(path, time=np.asarray(t, float), joint_names=np.array(joints), position=q, velocity=qd,
-             **{field: value})
+    extra = {} if qd is None else {"velocity": qd}
+    np.savez(path, time=np.asarray(t, float), joint_names=np.array(joints), position=q, **extra, **{field: value})
     return Path(path)
 
 
@@ -104,6 +109,27 @@ def prepare(name: str, data: Path, work: Path) -> dict:
                                                    "current_source": "joint_states_effort"}}}
         return {"urdf": data / "ur10e" / "URe" / "urdf" / "ur10e.urdf", "config": cfg, "inputs": tables[:1],
                 "validate": tables[1:], "holdout": None, "joints": UR10E_JOINTS}
+    if name == "tx40":
+        root = data / "tx40" / "examples" / "staubli_TX40"
+        c = np.loadtxt(root / "data" / "curr_data.csv", delimiter=",", skiprows=1)       # motor torques [N*m]
+        p = np.loadtxt(root / "data" / "pos_read_data.csv", delimiter=",", skiprows=1)   # motor angles [rad]
+        gears = np.array(TX40_GEARS)
+        Nq = np.diag(gears)
+        Nq[5, 4] = gears[5]                 # the coupled wrist: motor 6 turns with joint 5
+        q = np.linalg.solve(Nq, p.T).T
+        q[:, 1] -= np.pi / 2                # the data's zero against the URDF's (the authors' tools)
+        q[:, 2] += np.pi / 2
+        joints = tuple(f"joint_{k}" for k in range(1, 7))
+        table = _npz(work / "tx40.npz", np.arange(len(p)) * 2e-4, joints, q, None, c, "current")
+        acts = {j: {"type": "rotary", "torque_constant": 1.0, "gear_ratio": float(abs(g)), "efficiency": 1.0,
+                    "direction": int(np.sign(g))} for j, g in zip(joints, gears)}
+        cfg = {"robot_ident": {"ros__parameters": {
+            "joints": list(joints), "actuators": acts, "current_source": "joint_states_effort",
+            # gearbox outputs: output 6 = q5 + q6 (motor 6 counter-acts joint 5's turn)
+            "transmissions": {"wrist": {"joints": ["joint_5", "joint_6"], "motors": ["m5", "m6"],
+                                        "motor_from_joint": [[1.0, 0.0], [1.0, 1.0]]}}}}}
+        return {"urdf": root / "urdf" / "tx40_mdh_modified.urdf", "config": cfg, "inputs": [table],
+                "validate": [], "holdout": None, "joints": joints}
     raise ValueError(f"unknown log {name!r}")
 
 
@@ -151,7 +177,7 @@ def run(name: str, data: Path, methods, work: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("ROBOT_IDENT_REAL_LOGS"))
-    ap.add_argument("--logs", nargs="+", default=["panda", "kuka", "ur10e"])
+    ap.add_argument("--logs", nargs="+", default=["panda", "kuka", "ur10e", "tx40"])
     ap.add_argument("--methods", nargs="+", default=["physical", "wls"])
     args = ap.parse_args()
     if not args.data:
