@@ -77,6 +77,7 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
     assert kv["method"] == node.result.method and f"validation_rms.{s.joints[0]}" in kv
     assert len(kv) == 3 + len(s.warnings) + len(s.names) + len(s.joints)
     assert all(v.startswith("warning: ") for k, v in kv.items() if k.startswith("warning."))
+    assert all(v.startswith("note: ") for k, v in kv.items() if k.startswith("note."))
 
 
 def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_urdf, tmp_path):

@@ -424,12 +424,14 @@ class ResultSummary:
     validation_relative_rms: np.ndarray | None
     condition_number: float
     samples: int
-    warnings: tuple = ()                      # 'warning: ...' lines, one diagnostic value each
+    warnings: tuple = ()                      # 'warning: ...' and 'note: ...' lines, one diagnostic value each
 
     def key_values(self) -> list[tuple[str, str]]:
         kv = [("method", self.method), ("samples", str(self.samples)),
               ("condition_number", f"{self.condition_number:.6g}")]
-        kv += [(f"warning.{k + 1}", w) for k, w in enumerate(self.warnings)]
+        notes = [w for w in self.warnings if w.startswith("note: ")]
+        kv += [(f"warning.{k + 1}", w) for k, w in enumerate(w for w in self.warnings if w not in notes)]
+        kv += [(f"note.{k + 1}", w) for k, w in enumerate(notes)]
         kv += [(n, f"{v:.9g} +- {s:.3g}") for n, v, s in zip(self.names, self.values, self.std)]
         if self.validation_rms is not None:
             kv += [(f"validation_rms.{j}", f"{r:.6g}") for j, r in zip(self.joints, self.validation_rms)]
