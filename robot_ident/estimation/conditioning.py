@@ -52,10 +52,14 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
         if impact is not None:
             d["effort_change_per_std_percent"] = float(100 * impact[k])
         return d
-    return {"good": not reasons, "reasons": reasons, "condition_number": cond,
-            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
-            "poorly_determined": [row(k) for k in bad],
-            "uncertain_but_negligible": [row(k) for k in over if k not in bad]}
+    out = {"good": not reasons, "reasons": reasons, "condition_number": cond,
+           "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
+           "poorly_determined": [row(k) for k in bad],
+           "uncertain_but_negligible": [row(k) for k in over if k not in bad]}
+    disagreements = result.extra.get("data_against_bounds")
+    if disagreements:          # the physical estimate: bodies the data push against a plausibility bound
+        out["data_against_bounds"] = list(disagreements)
+    return out
 
 
 def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
@@ -68,4 +72,5 @@ def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
         lines.append("warning: identification: the data do not determine the model ("
                      + "; ".join(quality["reasons"]) + ")" + (f": {listed}" if names else "")
                      + "; identified.urdf is NOT a good model -- use a richer excitation (robot-ident design)")
+    lines += [f"warning: {text}" for text in quality.get("data_against_bounds", ())]
     return lines
