@@ -296,9 +296,19 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
                      for bl in blocks]
         bp = lmi_barrier.BarrierProblem(H * np.outer(scale, scale), (c + mult * c_prior) * scale, sc_blocks,
                                         None if G is None else G * scale, gv)
-        sol = lmi_barrier.solve(bp, start / scale)
+        try:
+            sol = lmi_barrier.solve(bp, start / scale)
+        except (np.linalg.LinAlgError, IdentificationError) as exc:
+            if mult == PRIOR_SCHEDULE[0]:
+                if isinstance(exc, IdentificationError):
+                    raise
+                raise IdentificationError("the physically consistent solver met a numerically singular step "
+                                          "(residuals near zero: noise-free or exactly fitted data?); identify "
+                                          "with --method wls") from None
+            mult = previous                    # a weaker prior the solver cannot take: keep the last
+            break
         newton += int(sol.newton_steps)
-        theta = sol.x * scale
+        theta, previous = sol.x * scale, mult
         fit_rms = _per_joint(problem, problem.y - problem.W @ (P @ theta))[0]
         if np.all(fit_rms <= FIT_TOLERANCE * wls_rms + 1e-12 * max(float(wls_rms.max()), 1e-300)):
             break

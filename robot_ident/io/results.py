@@ -140,9 +140,50 @@ def identified_urdf_xml(model, result: IdentificationResult, warning: str | None
 def write_identified_urdf(folder: str | Path, model, result: IdentificationResult,
                           warning: str | None = None) -> Path | None:
     """identified.urdf (see identified_urdf_xml; `warning`: a comment line, e.g. the data
-    do not determine the model), or None without standard parameters."""
+    do not determine the model) and its companion identified_joints.yaml (see
+    identified_joint_terms), or None without standard parameters."""
     xml = identified_urdf_xml(model, result, warning)
-    return None if xml is None else atomic_write_text(Path(folder) / "identified.urdf", xml)
+    if xml is None:
+        return None
+    terms = identified_joint_terms(model, result)
+    if terms is not None:
+        atomic_write_text(Path(folder) / JOINT_TERMS_FILE, yaml.safe_dump(terms, sort_keys=False))
+    return atomic_write_text(Path(folder) / "identified.urdf", xml)
+
+
+JOINT_TERMS_FILE = "identified_joints.yaml"
+
+
+def identified_joint_terms(model, result: IdentificationResult) -> dict | None:
+    """What identified.urdf cannot carry, so that the two reproduce the result's predicted
+    efforts: every motor's armature, Coulomb and viscous friction and offset (regrouped
+    ones included: the first joint's armature merges with its body's Izz in the base
+    parameters, but the physical estimate separates them), the coupling matrix of
+    coupled groups, the Coulomb velocity scale, and the formula. None for a closed chain
+    or a model with springs (result.yaml's standard parameters hold those)."""
+    if result.standard_values is None or hasattr(model, "full_inertial") or hasattr(model, "springs"):
+        return None
+    layout = model.layout
+    theta = np.asarray(result.standard_values, float)
+    motors: dict = {}
+    for name, v in zip(layout.names[layout.n_inertial:], theta[layout.n_inertial:]):
+        motor, _, sym = name.rpartition(".")
+        motors.setdefault(motor, {})[{"Ia": "armature", "Fc": "coulomb", "Fv": "viscous",
+                                      "off": "offset"}.get(sym, sym)] = float(v)
+    tr = model.transmission
+    return {
+        "note": "identified.urdf's rigid bodies plus these joint terms give the identified efforts: "
+                "tau = RNEA(identified.urdf; q, qd, qdd) + M^T (armature * M qdd + coulomb * tanh(M qd / "
+                "coulomb_velocity_scale) + viscous * M qd + offset), elementwise per motor, with M the motors' "
+                "coupling (identity for joints that drive themselves); positions, velocities and efforts in "
+                "joint order below (rad or m, N*m or N)",
+        "method": result.method,
+        "joints": list(model.joint_names),
+        "motors": list(tr.motors),
+        "coulomb_velocity_scale": float(model.friction.coulomb_velocity_scale),
+        "motor_from_joint": np.asarray(tr.motor_from_joint, float).tolist(),
+        "terms": {m: motors.get(m, {}) for m in tr.motors},
+    }
 
 
 def load_result(folder: str | Path) -> tuple[dict, BaseParameters, np.ndarray, np.ndarray]:
