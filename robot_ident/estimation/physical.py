@@ -289,7 +289,7 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
                                       + (f" of body {b!r}" if b else "")
                                       + " excludes the CAD values scaled into the mass ranges; widen it")
     wls_rms = np.asarray(first.residual_rms, float)
-    newton, start0 = 0, start.copy()
+    newton, start0, previous = 0, start.copy(), PRIOR_SCHEDULE[0]
     for mult in PRIOR_SCHEDULE:
         # in units of the parameter scales, so the Newton systems are well scaled
         sc_blocks = [lmi_barrier.LMIBlock(bl.idx, bl.basis * scale[bl.idx, None, None], bl.const, mult * bl.weight)
