@@ -210,3 +210,24 @@ def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp
         np.testing.assert_allclose(Y[s], ref, rtol=0, atol=1e-13)
         np.testing.assert_allclose(tau[s], pin.rnea(model.model, model.data, *args)[model._idx_v],
                                    rtol=0, atol=1e-12)
+
+
+def test_vendor_rounded_angles_are_made_exact(tmp_path):
+    """Issue 29: the xArm7 writes rpy="1.5708 0 0" (3.7e-6 rad off pi/2). The base reduction
+    then kept 70 parameters, two of which no motion separates (cond 1.2e7 in design). The
+    rounded angles are snapped to pi/2 on reading, with a comment saying so; 69 remain."""
+    from conftest import example_robot_urdf
+    from robot_ident.model.base import BaseParameters
+    from robot_ident.model.robot import snap_rounded_angles
+    urdf = example_robot_urdf("xarm_description", "xarm7.urdf")
+    assert 'rpy="1.5708 0 0"' in urdf.read_text()
+    m = RobotModel(urdf, [f"joint{i}" for i in range(1, 8)])
+    assert "1.5708" not in m.urdf_xml.split("-->", 1)[1] and "rounded rpy angle(s) (-1.5708, 1.5708)" in m.urdf_xml
+    assert BaseParameters.from_model(m).size == 69
+    raw = urdf.read_text().replace("1.5708", "1.5707963267948966")    # the vendor's intent, by hand
+    assert BaseParameters.from_model(RobotModel(raw, m.joint_names)).size == 69
+    # a deliberate angle is kept; snapping twice changes nothing
+    x = '<robot name="r"><joint name="j" type="fixed"><origin rpy="1.5 0 1.57"/></joint></robot>'
+    assert snap_rounded_angles(x) == x
+    once = snap_rounded_angles(x.replace("1.57\"", "1.5707\""))
+    assert "1.5707963267948966" in once and snap_rounded_angles(once) == once
