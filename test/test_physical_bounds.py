@@ -215,3 +215,44 @@ def test_identified_urdf_never_carries_an_absurd_body(model, case, tmp_path):
 def test_infeasible_bounds_are_refused_with_the_bound_named(case):
     with pytest.raises(IdentificationError, match="total_mass_min"):
         physically_consistent(case[1], parse_physical_bounds({"total_mass": [100.0, 200.0]}))
+
+
+def test_identify_finds_package_meshes_through_the_configs_package_dirs(panda_urdf, tmp_path):
+    """Issue 29: `identify` ignored excitation.collision.package_dirs, so a vendor URDF copied
+    away from its package got spheres for its physical bounds, said only in result.yaml. The
+    config's folders are now searched (as the collision checks search them), and a URDF
+    whose meshes nobody finds is a warning line."""
+    from robot_ident.estimation.body_bounds import geometry_boxes
+    from robot_ident.estimation.conditioning import assess_quality, quality_warnings
+    from robot_ident.io.config import load_config
+    from robot_ident.io.model_loading import load_model
+    from robot_ident.model.base import BaseParameters
+    urdf = tmp_path / "panda.urdf"
+    urdf.write_text(panda_urdf.read_text())            # away from its package: the folder walk finds nothing
+    share = panda_urdf.parents[4]                      # .../share: package://example-robot-data/... under it
+    joints = [f"panda_joint{i}" for i in range(1, 8)]
+
+    def model_with(collision):
+        params = {"joints": joints, "current_source": "effort",
+                  "identification": {"model": {"locked_positions": {"panda_finger_joint1": 0.0,
+                                                                    "panda_finger_joint2": 0.0}}}}
+        if collision is not None:
+            params["excitation"] = {"collision": collision}
+        cfg_path = tmp_path / "c.yaml"
+        cfg_path.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": params}}))
+        cfg = load_config(cfg_path)
+        return load_model(urdf, cfg, identification_config(cfg.section("identification")))
+
+    boxes, note = geometry_boxes(model_with({"package_dirs": [str(share)]}))
+    assert len(boxes) == 7 and note is None
+    model = model_with(None)
+    boxes, note = geometry_boxes(model)
+    assert not boxes and "not read" in note
+    q, qd, qdd = random_states(model, 300, seed=2)
+    tau = model.efforts(q, qd, qdd)
+    tau += 0.02 * np.sqrt(np.mean(tau ** 2, axis=0)) * np.random.default_rng(3).normal(size=tau.shape)
+    data = ProcessedData(np.arange(300) * 0.01, model.joint_names, q, qd, qdd, tau, tau)
+    problem = build_problem(model, BaseParameters.from_model(model, n_samples=200), data)
+    res = physically_consistent(problem, model=model)
+    lines = quality_warnings(assess_quality(res))
+    assert any("kinematic spheres" in ln and "excitation.collision.package_dirs" in ln for ln in lines), lines

@@ -155,8 +155,10 @@ def check_bodies(bounds: PhysicalBounds, body_joints) -> None:
 
 
 # ---------------------------------------------------------------------- regions
-def _package_dirs(label: str) -> list[str]:
-    dirs = []
+def _package_dirs(label: str, configured=()) -> list[str]:
+    """Where package:// meshes are looked for: the config's package_dirs first, then up to six
+    folders above the URDF, ROS_PACKAGE_PATH and the ament prefixes' share folders."""
+    dirs = [str(d) for d in configured]
     if os.path.isfile(label):
         p = Path(label).resolve().parent
         for _ in range(6):
@@ -176,9 +178,10 @@ def geometry_boxes(model) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, str]]
     out: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
     note = None
     names = list(model.layout.body_joints)
+    dirs = _package_dirs(model.urdf_label, getattr(model, "mesh_dirs", ()))
     for kind, label in ((pin.GeometryType.COLLISION, "collision"), (pin.GeometryType.VISUAL, "visual")):
         try:
-            gm = pin.buildGeomFromUrdfString(model.model, model.urdf_xml, kind, package_dirs=_package_dirs(model.urdf_label))
+            gm = pin.buildGeomFromUrdfString(model.model, model.urdf_xml, kind, package_dirs=dirs)
         except (ValueError, RuntimeError) as exc:
             note = f"{label} geometry not read ({str(exc).splitlines()[0]})"
             continue
@@ -217,6 +220,8 @@ def body_regions(model, bounds: PhysicalBounds, reference: np.ndarray) -> tuple[
     from ..model.pseudo_inertia import pseudo_inertia
     layout = model.layout
     boxes, note = geometry_boxes(model) if bounds.com_region == "geometry" else ({}, None)
+    if note and not boxes:
+        note += "; no geometry read"          # every body gets a kinematic sphere
     regions = {}
     for b in layout.body_joints:
         th = reference[layout.inertial_slice(b)]

@@ -56,9 +56,14 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
            "poorly_determined": [row(k) for k in bad],
            "uncertain_but_negligible": [row(k) for k in over if k not in bad]}
-    disagreements = result.extra.get("data_against_bounds")
+    disagreements = list(result.extra.get("data_against_bounds") or ())
+    geo = result.extra.get("com_region_note")
+    if geo and "no geometry read" in geo:          # the physical bounds could not read any mesh
+        disagreements.append(f"identification.physical: {geo}: the centre-of-mass regions are kinematic spheres "
+                             "instead of the links' geometry; give the meshes' folders in "
+                             "excitation.collision.package_dirs")
     if disagreements:          # the physical estimate: bodies the data push against a plausibility bound
-        out["data_against_bounds"] = list(disagreements)
+        out["data_against_bounds"] = disagreements
     return out
 
 

@@ -4,6 +4,9 @@ chains), checked against the actuators' joint kinds. Shared by every command, no
 demo that identifies or designs from a config."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from ..errors import ConfigError
 from ..estimation.pipeline import IdentificationConfig, identification_config
 from ..mechanisms.closed_chain.config import closed_chain_model
@@ -20,7 +23,18 @@ def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
     model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
                          config=config, transmission=getattr(config, "transmission", None))
     config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
+    model.mesh_dirs = mesh_dirs(config)
     return model
+
+
+def mesh_dirs(config) -> tuple[str, ...]:
+    """The config's `excitation.collision.package_dirs` (relative to the config file's folder):
+    where the physical bounds find package:// meshes, as the collision checks do."""
+    section = ((config.parameters.get("excitation") or {}).get("collision") or {}) \
+        if isinstance(config.parameters, Mapping) else {}
+    dirs = section.get("package_dirs") or [] if isinstance(section, Mapping) else []
+    base = Path(config.source).parent if Path(str(config.source)).is_file() else Path(".")
+    return tuple(str(d if Path(str(d)).is_absolute() else base / str(d)) for d in dirs if isinstance(d, str))
 
 
 def closed_chain_from_file(urdf, config_path, node: str | None = None):
