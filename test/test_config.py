@@ -1,10 +1,13 @@
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from robot_ident.errors import ConfigError
 from robot_ident.io.config import config_from_parameters, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 EXAMPLE = """
 robot_ident:
@@ -147,3 +150,27 @@ def test_file_level_errors(tmp_path):
         load_config(write(tmp_path, ""))
     with pytest.raises(ConfigError, match="several node sections"):
         load_config(write(tmp_path, "a: {ros__parameters: {x: 1}}\nb: {ros__parameters: {y: 1}}\n"))
+
+
+def test_a_misspelt_section_is_an_error_naming_the_likely_key(tmp_path):
+    """Issue 29: `identifcation:` was silently ignored (defaults used)."""
+    text = (ROOT / "config" / "demo_arm.yaml").read_text()
+    assert "    identification:" in text
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(text.replace("    identification:", "    identifcation:"))
+    with pytest.raises(ConfigError, match=r"identifcation: unknown key; did you mean 'identification'\?"):
+        load_config(bad)
+    other = tmp_path / "other.yaml"          # a key of someone else's node is left alone
+    other.write_text(text.replace("    identification:", "    my_vendor_gain: 3\n    identification:"))
+    load_config(other)
+
+
+def test_the_node_parameter_list_names_every_parameter_the_nodes_declare():
+    """io/config.NODE_PARAMETERS (for the typo check) against the nodes' declare(...) calls,
+    read from their source (ROS is not needed)."""
+    import re
+    from robot_ident.io.config import NODE_PARAMETERS
+    declared = set()
+    for f in (ROOT / "robot_ident" / "nodes").glob("*.py"):
+        declared |= set(re.findall(r'declare\(\s*(?:self|node),\s*"([a-z_]+)"', f.read_text()))
+    assert declared and declared <= set(NODE_PARAMETERS), sorted(declared - set(NODE_PARAMETERS))

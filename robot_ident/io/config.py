@@ -56,6 +56,34 @@ WILDCARD = "/**"
 _OWNED = ("joints", "current_source", "current_interface", "joint_states_topic", "current_topic",
           "actuators", "sync", "transmissions")
 _SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_threshold_s")
+# Sections other modules read from the same node parameters.
+SECTIONS = ("identification", "excitation", "simulation", "payload", "springs", "closures")
+# The nodes' own ROS parameters (robot_ident/nodes/; test_config checks the list is complete).
+NODE_PARAMETERS = (
+    "allow_without_collision_model", "approach_acceleration", "approach_min_duration", "approach_speed",
+    "approach_tolerance", "autostart", "max_state_age",
+    "clock_rate", "config_file", "control_rate", "controller", "current_topic", "design_time", "diagnostics_topic",
+    "dry_run", "dynamic_joint_state_rate", "goal_time_tolerance", "goal_tolerance", "identify_on_abort",
+    "initial_positions", "input_topic", "interface", "joint_state_rate", "joint_state_timeout", "max_tracking_error",
+    "method", "output_dir", "output_topic", "path_tolerance", "payload_arm", "plots", "point_rate",
+    "publish_clock", "real_time_factor", "record_on_start", "record_to_bag", "repetitions", "result_timeout",
+    "robot_description", "settle_time", "state_topic", "stop_time", "tracking_window", "trajectory_file",
+    "urdf_file", "use_sim_time")
+
+
+def check_top_level_keys(p: Mapping[str, Any], fail, key) -> None:
+    """A key that is none of the known ones but close to one is a typo (``identifcation:``
+    was silently ignored, and the defaults used): an error naming the likely key. Other
+    unknown keys are left alone (a node of another package may share the file)."""
+    import difflib
+    known = set(_OWNED) | set(SECTIONS) | set(NODE_PARAMETERS)
+    for k in p:
+        if k in known:
+            continue
+        close = difflib.get_close_matches(str(k), sorted(known), n=1, cutoff=0.8)
+        if close:
+            raise fail(key(str(k)), f"unknown key; did you mean {close[0]!r}? (a misspelt section is not read: "
+                                    "its settings would silently fall back to the defaults)")
 
 
 @dataclass(frozen=True)
@@ -157,6 +185,8 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "<parameters
 
     def fail(k: str, msg: str) -> ConfigError:
         return ConfigError(f"{source}: {k}: {msg}")
+
+    check_top_level_keys(p, fail, key)
 
     # joints
     joints = p.get("joints")
