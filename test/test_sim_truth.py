@@ -100,3 +100,37 @@ def test_panda_with_locked_mimic_fingers_simulates(panda_urdf):
     assert arm.mj_model.nq == 7 and arm.mj_model.neq == 0
     theta = arm.true_parameters(model)
     np.testing.assert_allclose(theta[:70], model.nominal[:70])
+
+
+def test_an_unstable_simulation_is_an_error_not_a_bag():
+    """Issue 29: the SO-101 (0.1 kg links, 10 N·m limits) blew up in MuJoCo ("Nan, Inf or huge
+    value in QACC"), which resets the state and carries on: `simulate` wrote a 30 s bag with
+    positions up to 271 rad and exit 0. The run now stops with the time it happened."""
+    from conftest import example_robot_urdf
+    from robot_ident.errors import ModelError
+    from robot_ident.excitation import FourierTrajectory
+    m = RobotModel(example_robot_urdf("so_arm_description", "so101.urdf"))
+    n = m.n
+    arm = SimulatedArm(m.urdf_xml, m.joint_names, JointTruth(*(np.zeros(n),) * 4), nominal=m)
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.full(n, 10.0), seed=1)
+    with pytest.raises(ModelError, match=r"the simulation is unstable at t = [0-9.]+ s .*nothing is written"):
+        arm.run(traj, 30.0)
+
+
+def test_a_simulation_that_leaves_the_trajectory_is_an_error(demo_urdf, monkeypatch):
+    """The demo arm tracks to 0.006 rad; with the plausibility bound below that the run is refused
+    naming the joint and the time (the guard against a bag the truth file does not describe)."""
+    import robot_ident.sim.mujoco_arm as mj
+    from robot_ident.errors import ModelError
+    from robot_ident.excitation import FourierTrajectory
+    m = RobotModel(demo_urdf)
+    n = m.n
+    arm = SimulatedArm(m.urdf_xml, m.joint_names, JointTruth(np.full(n, 0.3), np.full(n, 2.0), np.ones(n),
+                                                             np.zeros(n)), nominal=m)
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.array([6.0, 6, 8, 10, 10, 10]), seed=3)
+    arm.run(traj, 4.0)
+    monkeypatch.setattr(mj, "MAX_TRACKING_ERROR", 1e-4)
+    with pytest.raises(ModelError, match=r"does not follow the trajectory: joint '\w+' is [0-9.e-]+ rad \(m\) off"):
+        arm.run(traj, 4.0)

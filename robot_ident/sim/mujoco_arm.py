@@ -115,6 +115,10 @@ def _set_scalar_or_first(element, attr: str, value: float) -> None:
         setattr(element, attr, arr)
 
 
+_BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
+MAX_TRACKING_ERROR = 0.1     # rad or m: the simulated controller tracks the demo arm to 0.006
+
+
 class SimulatedArm:
     """MuJoCo arm that follows trajectories and returns noisy recordings."""
 
@@ -233,10 +237,21 @@ class SimulatedArm:
             d.qfrc_applied[self._dadr] = tau[k]
             for _ in range(self.substeps):
                 mujoco.mj_step(m, d)
+            if d.warning[_BADQACC].number:      # MuJoCo resets the state and carries on: a bag of nonsense
+                raise ModelError(f"the simulation is unstable at t = {t[k]:.4g} s (MuJoCo: NaN, Inf or huge "
+                                 "accelerations); nothing is written. Check the URDF's inertias (a link far "
+                                 "lighter than its limits suggest?) and the trajectory's accelerations")
             if progress is not None and k % report_every == 0:
                 progress(k / N)
         if not np.isfinite(q_true).all():
             raise ModelError("the simulation diverged (non-finite joint positions)")
+        err = np.abs(q_true - q_des)
+        if err.max() > MAX_TRACKING_ERROR:
+            k, j = np.unravel_index(int(np.argmax(err)), err.shape)
+            raise ModelError(f"the simulated arm does not follow the trajectory: joint {self.joint_names[j]!r} is "
+                             f"{err[k, j]:.3g} rad (m) off at t = {t[k]:.4g} s (at most {MAX_TRACKING_ERROR:g} is "
+                             "plausible); nothing is written. The efforts the trajectory needs may exceed what the "
+                             "simulated controller gives this arm (light links, high accelerations)")
         if noise.effort_abs_std is not None:
             std = np.broadcast_to(np.asarray(noise.effort_abs_std, float), (n,)).copy()
         else:
