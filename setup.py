@@ -36,6 +36,7 @@ setup(
         "pymoo>=0.6",
         "SALib>=1.4",
         "threadpoolctl>=3",
+        "xacro>=2",          # vendor URDFs ship as xacro (model/robot.py expands them)
     ],
     extras_require={
         # pytest 9 breaks Humble's launch_testing plugin (every pytest run fails to start)

@@ -231,3 +231,21 @@ def test_vendor_rounded_angles_are_made_exact(tmp_path):
     assert snap_rounded_angles(x) == x
     once = snap_rounded_angles(x.replace("1.57\"", "1.5707\""))
     assert "1.5707963267948966" in once and snap_rounded_angles(once) == once
+
+
+def test_a_xacro_file_is_expanded(demo_urdf, tmp_path):
+    """Issue 29: a xacro file gave a C++ parser error from Pinocchio. It is expanded with its
+    arguments' defaults; the demo arm's xacro gives the demo arm's model. A xacro that cannot
+    expand is one line naming the file."""
+    from robot_ident.errors import ModelError
+    xa = demo_urdf.parent / "demo_arm.urdf.xacro"
+    m, ref = RobotModel(xa), RobotModel(demo_urdf)
+    assert m.joint_names == ref.joint_names
+    np.testing.assert_allclose(m.nominal, ref.nominal)
+    q, qd, qdd = random_states(ref, 5)
+    np.testing.assert_allclose(m.rnea(q, qd, qdd), ref.rnea(q, qd, qdd), atol=1e-9)
+    bad = tmp_path / "bad.urdf.xacro"
+    bad.write_text('<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro"><xacro:include '
+                   'filename="$(find no_such_package)/x.xacro"/></robot>')
+    with pytest.raises(ModelError, match=r"xacro could not expand .*bad.urdf.xacro"):
+        RobotModel(bad)

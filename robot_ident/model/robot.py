@@ -125,9 +125,29 @@ def read_urdf_text(source: str | os.PathLike) -> tuple[str, str]:
     if not path.is_file():
         raise ModelError(f"URDF file not found: {path}")
     try:
-        return snap_rounded_angles(path.read_text(encoding="utf-8")), str(path)
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ModelError(f"cannot read URDF file {path}: {exc}") from exc
+    if path.suffix == ".xacro" or "xmlns:xacro" in text:
+        text = expand_xacro(path)
+    return snap_rounded_angles(text), str(path)
+
+
+def expand_xacro(path: Path) -> str:
+    """The URDF a xacro file expands to, with its arguments' defaults (the `xacro` package,
+    pure Python; the ROS launch files of the ecosystem pass xacro too)."""
+    try:
+        import xacro
+    except ImportError:
+        raise ModelError(f"{path} is a xacro file: install xacro (pip install xacro) or expand it first "
+                         f"(xacro {path} > robot.urdf)") from None
+    try:
+        return xacro.process_file(str(path)).toxml()
+    except Exception as exc:             # xacro raises its own and plain exceptions, with the cause in the text
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        raise ModelError(f"xacro could not expand {path}: {msg}"
+                         + ("; $(find ...) needs the package on ROS_PACKAGE_PATH or in the ament index "
+                            "(source ROS 2), or expand the file where it builds" if "find" in msg else "")) from None
 
 
 # An rpy angle this close to a multiple of pi/2 (but not on it) is a vendor's rounding:
