@@ -224,6 +224,9 @@ def test_vendor_rounded_angles_are_made_exact(tmp_path):
     m = RobotModel(urdf, [f"joint{i}" for i in range(1, 8)])
     assert "1.5708" not in m.urdf_xml.split("-->", 1)[1] and "rounded rpy angle(s) (-1.5708, 1.5708)" in m.urdf_xml
     assert BaseParameters.from_model(m).size == 69
+    from robot_ident.estimation.plausibility import check_cad
+    note = [f.line() for f in check_cad(m, "wls") if f.severity == "note"]
+    assert note and note[0].startswith(f"note: URDF {urdf}: 6 rounded rpy angle(s) (-1.5708, 1.5708) taken as exact")
     raw = urdf.read_text().replace("1.5708", "1.5707963267948966")    # the vendor's intent, by hand
     assert BaseParameters.from_model(RobotModel(raw, m.joint_names)).size == 69
     # a deliberate angle is kept; snapping twice changes nothing

@@ -368,16 +368,29 @@ def check_unidentified_motion(model, other_ranges: dict, topic: str) -> list[Fin
     return out
 
 
+def urdf_notes(model) -> list[Finding]:
+    """What reading the URDF changed (`model.robot.snap_rounded_angles`), as a note."""
+    import re
+    m = re.search(r"<!-- robot_ident: (\d+ rounded rpy angle\(s\) \([^)]*\)) set to exact multiples of pi/2 -->",
+                  getattr(model, "urdf_xml", "") or "")
+    if not m:
+        return []
+    return [Finding("note", f"URDF {getattr(model, 'urdf_label', '')}".strip(),
+                    f"{m.group(1)} taken as exact multiples of pi/2 (vendor rounding: left as written, they keep "
+                    "parameters apart that no motion separates)")]
+
+
 def check_cad(model, method: str) -> list[Finding]:
     """The URDF's inertial values, which the physically consistent estimators take as prior,
     start and bounds: a negative mass or an impossible inertia is refused for them (a
-    warning for the others); a body without mass is a warning."""
+    warning for the others); a body without mass is a warning. First, what reading the
+    URDF changed (`urdf_notes`)."""
     from ..model.pseudo_inertia import pseudo_inertia
     layout = getattr(model, "layout", None)
     if layout is None or not hasattr(layout, "body_joints"):
-        return []
+        return urdf_notes(model)
     physical = method in ("physical", "sobol-ga", "sobol-ls")
-    out = []
+    out = urdf_notes(model)
     for j in layout.body_joints:
         ph = np.asarray(model.nominal[layout.inertial_slice(j)], float)
         if not np.isfinite(ph).all():

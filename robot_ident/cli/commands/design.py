@@ -62,6 +62,9 @@ def run(args) -> int:
         raise ConfigError("--joints: a closed chain is designed on its actuated joints "
                           f"({', '.join(model.joint_names)})")
     model = model or spring_model_from_file(args.urdf, joints, args.config, args.node)
+    from ...estimation.plausibility import urdf_notes
+    for note in urdf_notes(model):
+        print(note.line(), flush=True)
     missing = [j for j in model.joint_names if j not in cfg.acceleration_limits]
     if missing:
         raise ConfigError(f"{args.config}: {args.node}.ros__parameters.excitation.acceleration_limits: "
