@@ -35,3 +35,18 @@ def test_identify_help_states_the_estimators_default_method(capsys):
         main(["identify", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert f"else {IdentificationSettings().method})" in text
+
+
+def test_a_missing_input_is_answered_before_the_engine_loads(tmp_path, capsys):
+    """Issue 29: every command took 2-6 s (imports) before saying a file was missing. The
+    input options are checked first: one line naming the option, and no engine module
+    imported (checked in a fresh interpreter)."""
+    code = ("import sys; from robot_ident.cli import main; "
+            f"rc = main(['identify', '--bag', {str(tmp_path / 'nope')!r}, '--urdf', 'urdf/demo_arm.urdf', "
+            "'--config', 'config/demo_arm.yaml', '--output', 'x']); "
+            "print(rc, 'robot_ident.estimation' in sys.modules, 'scipy' in sys.modules)")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr)
+    assert f"robot-ident identify: error: --bag: {tmp_path / 'nope'} not found" in out.stderr

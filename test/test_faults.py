@@ -677,16 +677,16 @@ def test_long_and_multi_line_messages_are_one_line():
     assert one_line("a\n  b\n\nc") == "a; b; c"
 
 
-def test_unexpected_exception_is_one_line_and_verbose_shows_the_traceback(monkeypatch, capsys):
+def test_unexpected_exception_is_one_line_and_verbose_shows_the_traceback(monkeypatch, capsys, tmp_path):
     import robot_ident.report.html as rep      # the report command imports it when run
 
     def boom(*a, **k):
         raise ZeroDivisionError("division by zero\nmore")
     monkeypatch.setattr(rep, "write_html_report", boom)
-    assert main(["report", "--result", "x"]) == 2
+    assert main(["report", "--result", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unexpected ZeroDivisionError: division by zero; more" in err
-    assert main(["report", "--result", "x", "--verbose"]) == 2
+    assert main(["report", "--result", str(tmp_path), "--verbose"]) == 2
     assert "Traceback" in capsys.readouterr().err
 
 

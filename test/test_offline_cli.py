@@ -105,7 +105,7 @@ def test_identify_with_a_physical_method_writes_a_loadable_urdf(workdir, demo_ur
 @pytest.mark.parametrize("args, message", [
     (["identify", "--bag", "nowhere", "--urdf", "URDF", "--config", "CONFIG", "--output", "OUT"], "nowhere"),
     (["identify", "--bag", "BAG", "--urdf", "URDF", "--config", "BADCONFIG", "--output", "OUT"], "wrist_9"),
-    (["validate", "--bag", "BAG", "--result", "nothing_here"], "no result.yaml"),
+    (["validate", "--bag", "BAG", "--result", "nothing_here"], "--result: nothing_here not found"),
     (["simulate", "--urdf", "URDF", "--config", "CONFIG", "--trajectory", "nope.yaml", "--output", "X"], "nope.yaml"),
 ])
 def test_bad_input_exits_2_with_a_one_line_reason(workdir, demo_urdf, round_trip, args, message):

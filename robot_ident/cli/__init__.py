@@ -49,6 +49,22 @@ def describe(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}: {exc}"
 
 
+# Options that name an existing input file or folder, checked before any heavy import
+INPUT_PATHS = ("urdf", "config", "trajectory", "bag", "table", "validate_bag", "result")
+
+
+def _check_input_paths(args) -> None:
+    """A missing input is answered at once, naming the option (the engine's imports take seconds)."""
+    from pathlib import Path
+
+    from ..errors import ConfigError
+    for attr in INPUT_PATHS:
+        value = getattr(args, attr, None)
+        for p in value if isinstance(value, (list, tuple)) else [value]:
+            if p is not None and not str(p).lstrip().startswith("<") and not Path(p).exists():
+                raise ConfigError(f"--{attr.replace('_', '-')}: {p} not found")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
@@ -57,6 +73,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.verbose = verbose
     try:
+        _check_input_paths(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"robot-ident {args.command}: interrupted", file=sys.stderr)
