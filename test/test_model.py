@@ -218,7 +218,7 @@ def test_vendor_rounded_angles_are_made_exact(tmp_path):
     rounded angles are snapped to pi/2 on reading, with a comment saying so; 69 remain."""
     from conftest import example_robot_urdf
     from robot_ident.model.base import BaseParameters
-    from robot_ident.model.robot import snap_rounded_angles
+    from robot_ident.model.urdf_text import snap_rounded_angles
     urdf = example_robot_urdf("xarm_description", "xarm7.urdf")
     assert 'rpy="1.5708 0 0"' in urdf.read_text()
     m = RobotModel(urdf, [f"joint{i}" for i in range(1, 8)])

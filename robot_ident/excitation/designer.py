@@ -170,7 +170,7 @@ def _limit_repair(problem, param, x, limits, model, spec, start):
 
 
 def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
-                      problem: ExcitationProblem | None = None, collision=None) -> DesignResult:
+                      problem: ExcitationProblem | None = None, collision=None, progress=None) -> DesignResult:
     from ..model.base import BaseParameters
     from ..util.blas import single_threaded_blas
     from .collision.constraint import CollisionConstraint
@@ -184,6 +184,7 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
         param = make_parameterisation(spec, model.joint_names, limits)
         problem = ExcitationProblem(model, base, param, limits, spec.criterion, spec.joint_weights,
                                     spec.n_samples, spec.n_constraint)
+    problem.progress = progress          # line -> None: the best so far while the optimisers run
     param = problem.param
     if use_collision:
         from .collision.design import check_start_clearance

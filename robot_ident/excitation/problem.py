@@ -57,6 +57,7 @@ class ExcitationProblem:
             raise TrajectoryError("model, parameterisation and limits must list the same joints in the same order")
         self.model, self.base, self.param, self.limits = model, base, param, limits
         self.criterion = criterion
+        self.progress = None             # line -> None: the best so far, now and then (search.Tracker)
         self.evaluator = RegressorEvaluator(model, base, joint_weights)
         self.n = model.n
         T = param.duration

@@ -4,6 +4,7 @@ result, and the signals that end a phase or find nothing feasible. (optimizers.p
 the optimisers, minimax.py the minimax descent; both build on this.)"""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,10 @@ class OptimizerResult:
     wall_time: float
     history: list = field(default_factory=list)    # (evals, seconds, best f)
     info: dict = field(default_factory=dict)
+
+
+PROGRESS_EVERY_S = 2.0
+_LAST_REPORT = [-1e9]        # monotonic time of the last progress line (shared by the phases' trackers)
 
 
 class NoFeasiblePoint(TrajectoryError):
@@ -44,6 +49,19 @@ class Tracker:
         if f < self.best_f:
             self.best_f, self.best_x = float(f), np.array(x, dtype=float)
         self.history.append((self.problem.n_evals, self.problem.elapsed, self.best_f))
+        self._report()
+
+    def _report(self, every_s: float = PROGRESS_EVERY_S) -> None:
+        """The best so far to `problem.progress`, at most every `every_s` seconds."""
+        report = getattr(self.problem, "progress", None)
+        now = time.monotonic()
+        if report is None or not np.isfinite(self.best_f) or now - _LAST_REPORT[0] < every_s:
+            return
+        _LAST_REPORT[0] = now
+        value = (f"cond {np.exp(self.best_f):.4g}" if self.problem.criterion == "cond"
+                 else f"logdet {-self.best_f:.4g}")
+        report(f"best {value} so far, {self.problem.n_evals} evaluations, "
+               f"{100 * self.problem.used_fraction():.0f} % of this phase's budget")
 
     def result(self, name, info=None) -> OptimizerResult:
         self.problem.release()

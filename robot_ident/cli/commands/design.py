@@ -84,7 +84,8 @@ def run(args) -> int:
         else:
             warn_no_geometry()
     result = design_excitation(model, limits, spec,
-                               collision=collision if collision is not None and collision.has_geometry else None)
+                               collision=collision if collision is not None and collision.has_geometry else None,
+                               progress=lambda line: print(f"[design] {line}", flush=True))
     if closed:      # passive joints from the closure solver against their URDF limits
         bad = passive_limit_violations(model, result.trajectory, dt=0.01)
         if bad:
