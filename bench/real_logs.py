@@ -133,11 +133,12 @@ def prepare(name: str, data: Path, work: Path) -> dict:
     raise ValueError(f"unknown log {name!r}")
 
 
-def run(name: str, data: Path, methods, work: Path) -> None:
+def run(name: str, data: Path, methods, work: Path) -> dict:
     from robot_ident.errors import RobotIdentError
     from robot_ident.offline.inputs import identify_inputs
 
     p = prepare(name, data, work)
+    rms = {}
     for method in methods:
         cfg = work / f"{name}_{method}.yaml"
         c = p["config"]
@@ -172,6 +173,12 @@ def run(name: str, data: Path, methods, work: Path) -> None:
             print(f"    {j:<22}{v.rms[k]:>34.4f}{100 * v.nrms[k]:>8.2f}%{100 * v.relative_rms[k]:>9.1f}%"
                   f"{o.result.extra['raw_residual_rms'][j]:>11.4f}{v.n_samples[k]:>9d}")
         print()
+        rms[method] = v.rms
+    if "physical" in rms and "wls" in rms:
+        r = rms["physical"] / rms["wls"]
+        print(f"{name}: physical / wls validation RMS per joint: {' '.join(f'{x:.3f}' for x in r)} "
+              f"(worst {np.nanmax(r):.3f})\n")
+    return rms
 
 
 def main() -> None:
