@@ -815,3 +815,28 @@ def test_a_lagging_logged_velocity_is_named_and_the_positions_differentiated(wor
                          "--output", tmp_path / "k", "--method", "wls", "--no-plots")
     assert code == 0 and "kept, as identification.filter.use_measured_velocity: true asks" in err, err
     assert yaml.safe_load((tmp_path / "k" / "result.yaml").read_text())["source"]["use_measured_velocity"] is True
+
+
+def test_the_training_bag_as_validation_bag_is_refused(world, tmp_path):
+    """Issue 31: --validate-bag given the training bag printed ratios of exactly 1.000."""
+    code, out, err = identify(world, tmp_path / "r", "--validate-bag", world["bag"])
+    assert code == 2 and "is also an identification input" in one_error_line(err)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_validation_bag_of_another_robot_is_named(world, monkeypatch, tmp_path):
+    """Issue 31: a validation bag of another robot gave ratios of 36-108 with exit 0 and no
+    word. Its efforts against the identified model's are now a warning naming the file."""
+    other = tmp_path / "other_bag"
+    other.mkdir()
+    clean = copy.deepcopy(world["streams"])
+    scaled = edited(world, currents=scale_current(None, 2.5))
+
+    def fake(path, topics):
+        s = scaled if Path(path) == other else clean
+        return {t: s[t] for t in topics}
+    monkeypatch.setattr(bagmod, "read_streams", fake)
+    code, out, err = identify(world, tmp_path / "r", "--validate-bag", other)
+    assert code == 0, err
+    line = [ln for ln in err.splitlines() if ln.startswith(f"warning: validation recording {other}")]
+    assert line and "2.5 x the identified model's on joint 'shoulder_lift'" in line[0], err

@@ -117,6 +117,10 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     warn = warn or _stderr
     if not inputs:
         raise ConfigError("give at least one recording to identify from (--bag or --table)")
+    same = sorted({str(v) for v in validate_inputs if any(Path(v).resolve() == Path(i).resolve() for i in inputs)})
+    if same:
+        raise ConfigError(f"validation recording {same[0]} is also an identification input: its ratios would be "
+                          "1.000 by construction; validate on another recording (or a hold-out of this one)")
     check_result_folder(output, force)                   # before any work
     cfg = load_config(config_path)
     section = dict(cfg.section("identification"))
@@ -189,7 +193,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     if valid_data is not None and valid_data.n_samples > 0:
         with progress.stage("validate"):
             validation = validate_result(result, model, valid_data, settings)
-        for line in not_validated_lines(validation):
+        for line in not_validated_lines(validation) + _other_recordings(model, result, vpairs):
             warn(line)
             warnings.append(line)
 
@@ -217,6 +221,28 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                             valid_data=valid_data, force=force)
     return InputsOutcome(model, result, validation, out, summary, float(settings.filter.cutoff_hz), cutoff_note,
                          list(loaded), settings, ident_data, valid_data, warnings)
+
+
+def _other_recordings(model, result, vpairs) -> list[str]:
+    """Validation recordings whose efforts do not follow the identified model (slope of the
+    measured on the predicted efforts outside [0.67, 1.5] where it explains them): another
+    robot's recording, or another torque constant or direction -- its ratios would measure
+    that, not the model."""
+    from ..estimation.gain_check import gain_slopes
+    out = []
+    by_file: dict = {}
+    for _, part in vpairs:
+        if part is not None:
+            by_file.setdefault(part.source, []).append(part.data)
+    for src, parts in by_file.items():
+        slopes = gain_slopes(model, parts, predict=lambda d: result.predict(model, d.q, d.qd, d.qdd))
+        bad = [(j, a) for j, (a, r) in slopes.items() if abs(r) >= 0.5 and not 0.67 <= a <= 1.5]
+        if bad:
+            out.append(f"warning: validation recording {src}: its efforts are "
+                       + ", ".join(f"{a:.3g} x the identified model's on joint {j!r}" for j, a in bad)
+                       + ": another robot's recording, or another torque constant or direction? Its ratios "
+                         "measure that, not the model")
+    return out
 
 
 def _stderr(line: str) -> None:
