@@ -58,7 +58,7 @@ class Tracker:
         if report is None or not np.isfinite(self.best_f) or now - _LAST_REPORT[0] < every_s:
             return
         _LAST_REPORT[0] = now
-        value = (f"cond {np.exp(self.best_f):.4g}" if self.problem.criterion == "cond"
+        value = (f"cond {np.exp(min(self.best_f, 700.0)):.4g}" if self.problem.criterion == "cond"
                  else f"logdet {-self.best_f:.4g}")
         report(f"best {value} so far, {self.problem.n_evals} evaluations, "
                f"{100 * self.problem.used_fraction():.0f} % of this phase's budget")
