@@ -601,3 +601,18 @@ def test_the_streamed_identify_reads_at_once_when_the_logged_velocity_lags(world
     assert "the measured velocity lags dq/dt by 150 ms" in capsys.readouterr().err
     d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
     assert d["source"]["use_measured_velocity"] is False and d["source"].get("read") is None
+
+
+def test_a_log_filtered_before_it_was_saved_is_recognised(model):
+    """Issue 27: FloBaRoID's KUKA log was low-passed (about 2 Hz) before it was saved. Its
+    efforts are smooth at the sample level (no sensor noise left): a note says so; a raw log
+    with its sensor noise (and the real Panda, UR10e and TX40 logs: bench/real_logs.py) gets
+    none."""
+    from scipy import signal
+    t, q, qd, e = _synthetic(n=20000, rate=1000.0, seed=9)
+    raw = segment_checks(model, [Recording(t, model.joint_names, q, e, qd=qd / 1.3)], "wls").findings()
+    assert not [f for f in raw if "smooth at the sample level" in f.text]
+    smooth = signal.sosfiltfilt(signal.butter(4, 2.0, fs=1000.0, output="sos"), e, axis=0)
+    found = [f for f in segment_checks(model, [Recording(t, model.joint_names, q, smooth, qd=qd / 1.3)],
+                                       "wls").findings() if "smooth at the sample level" in f.text]
+    assert len(found) == 1 and found[0].severity == "note" and found[0].subject == "recording"

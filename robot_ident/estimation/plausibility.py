@@ -157,6 +157,10 @@ class JointRecordingStats:
     first_effort: float = float("nan")
     velocity_ratio: float | None = None   # median of measured velocity / dq/dt (None: not measurable)
     velocity_lag_s: float | None = None   # lag of the measured velocity behind dq/dt (cross-correlation)
+    effort_diff_sq: float = 0.0      # sum of squared first differences of the effort (within segments)
+    effort_diff2_sq: float = 0.0     # ... of squared second differences
+    diff_count: int = 0              # the first differences, and the time they span
+    diff_time: float = 0.0
     velocity_lag_correlation: float = 0.0  # the correlation at that lag
 
 
@@ -265,6 +269,39 @@ def judge_recordings(model, stats: Sequence[JointRecordingStats], n_samples: int
                                                     f"{st.velocity_lag_correlation:.2f}; a filtered or delayed "
                                                     f"estimate?): {then}"))
     return out
+
+
+def effort_smoothness_hz(st: JointRecordingStats) -> float | None:
+    """The frequency the effort looks like at the sample level: fs / (2 pi) x RMS(second
+    difference) / RMS(first difference). A sinusoid of f gives f; white sensor noise gives
+    about 0.28 fs (sqrt 3 / (2 pi)), so any raw log sits high; a log low-passed before it
+    was saved has no noise left and sits near its filter. None without differences."""
+    if st.diff_count < 10 or st.diff_time <= 0 or st.effort_diff_sq <= 0:
+        return None
+    fs = st.diff_count / st.diff_time
+    return float(fs / (2 * np.pi) * np.sqrt(st.effort_diff2_sq / st.effort_diff_sq))
+
+
+PREFILTERED_FS_FRACTION = 0.05    # below this x the sample rate on every moving joint: filtered before it was saved
+
+
+def judge_prefiltered(model, stats, n_samples: int, effort_label: str = "effort") -> list[Finding]:
+    """A note when every moving joint's effort is smooth at the sample level (no sensor noise
+    left): the log was low-passed before it was saved (FloBaRoID's KUKA recordings, about
+    2 Hz); above that frequency the filter cutoff chosen from the data changes nothing."""
+    found = []
+    for st in stats:
+        if st.q_max - st.q_min > MOVING:
+            f = effort_smoothness_hz(st)
+            if f is None:
+                return []
+            found.append((f, st.diff_count / st.diff_time))
+    if not found or any(f >= PREFILTERED_FS_FRACTION * fs for f, fs in found):
+        return []
+    return [Finding("note", "recording", f"the {effort_label}s are smooth at the sample level on every moving joint "
+                                         f"(as a sinusoid of at most {max(f for f, _ in found):.2g} Hz, no sensor "
+                                         "noise left): low-pass filtered before it was saved? What it removed is "
+                                         "gone; a higher filter cutoff costs nothing")]
 
 
 def velocity_lagging(st: JointRecordingStats) -> bool:

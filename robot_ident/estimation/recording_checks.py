@@ -47,6 +47,7 @@ from .plausibility import (
     JointRecordingStats,
     SpikeCount,
     count_spikes,
+    judge_prefiltered,
     judge_recordings,
     noise_sigma,
     spike_levels,
@@ -218,6 +219,8 @@ class _Segment:
         self.effort, self.position = _Signal(nj), _Signal(nj)
         self.q_lo, self.q_hi = np.full(nj, np.inf), np.full(nj, -np.inf)
         self.e_lo, self.e_hi = np.full(nj, np.inf), np.full(nj, -np.inf)
+        self.de_sq, self.d2e_sq = np.zeros(nj), np.zeros(nj)   # squared first / second effort differences
+        self.dt_sum, self.n_diff = 0.0, 0
         self.first_effort = None
         self.velocity = velocity
         self.dq_max = np.zeros(nj)
@@ -288,6 +291,16 @@ class RecordingChecks:
         qa, ea = q[a:b], e[a:b]
         s.q_lo, s.q_hi = np.minimum(s.q_lo, qa.min(axis=0)), np.maximum(s.q_hi, qa.max(axis=0))
         s.e_lo, s.e_hi = np.minimum(s.e_lo, ea.min(axis=0)), np.maximum(s.e_hi, ea.max(axis=0))
+        lo = max(a - 1, 0)                       # differences ending at rows a..b-1 (earlier rows in front)
+        if b - lo >= 2:
+            de = np.diff(e[lo:b], axis=0)
+            s.de_sq += np.einsum("ij,ij->j", de, de)
+            s.dt_sum += float(t[b - 1] - t[lo])
+            s.n_diff += b - lo - 1
+        lo = max(a - 2, 0)
+        if b - lo >= 3:
+            d2e = np.diff(e[lo:b], n=2, axis=0)
+            s.d2e_sq += np.einsum("ij,ij->j", d2e, d2e)
         if s.velocity and buf.shape[0] >= 2:
             dq = np.gradient(q, t, axis=0)[a:b]
             self._velocity(s, np.abs(dq), qd[a:b] / np.where(dq == 0, np.nan, dq))
@@ -349,6 +362,10 @@ class RecordingChecks:
             st.peak_effort = max(st.peak_effort, float(peak[k]))
             st.q_min, st.q_max = min(st.q_min, float(s.q_lo[k])), max(st.q_max, float(s.q_hi[k]))
             st.effort_constant = st.effort_constant and bool(s.e_hi[k] - s.e_lo[k] == 0)
+            st.effort_diff_sq += float(s.de_sq[k])
+            st.effort_diff2_sq += float(s.d2e_sq[k])
+            st.diff_count += s.n_diff
+            st.diff_time += s.dt_sum
             if not np.isfinite(st.first_effort):
                 st.first_effort = float(s.first_effort[k])
             if not s.velocity or n < 5:
@@ -402,7 +419,8 @@ class RecordingChecks:
         stats = self.joint_stats()
         if self.n_samples == 0:
             return []
-        return judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label, self.velocity)
+        return (judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label, self.velocity)
+                + judge_prefiltered(self.model, stats, self.n_samples, self.effort_label))
 
     def velocity_lagging(self) -> list[str]:
         """The joints whose measured velocity is shifted against dq/dt (`plausibility.velocity_lagging`)."""
