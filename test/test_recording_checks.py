@@ -22,10 +22,9 @@ from robot_ident.cli import main  # noqa: E402
 from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.joint_stream import JointStream  # noqa: E402
 from robot_ident.data.signals import ProcessedData, Recording  # noqa: E402
-from robot_ident.estimation.gain_check import GainCheck  # noqa: E402
-from robot_ident.estimation.pipeline import identification_config  # noqa: E402
-from robot_ident.estimation.plausibility import gain_columns, projected_slope  # noqa: E402
+from robot_ident.estimation.gain_check import GainCheck, gain_columns, projected_slope  # noqa: E402
 from robot_ident.estimation.input_checks import InputChecks, check_input, input_findings, segment_checks  # noqa: E402
+from robot_ident.estimation.pipeline import identification_config  # noqa: E402
 from robot_ident.estimation.recording_checks import RecordingChecks  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402

@@ -312,36 +312,6 @@ def velocity_lagging(st: JointRecordingStats) -> bool:
 
 
 # ------------------------------------------------------------------- model checks
-def gain_columns(model, data, pred=None) -> np.ndarray | None:
-    """(N, n, 6): per sample and joint [1, qd, tanh(qd / scale), qdd, prediction, effort],
-    the prediction by default the CAD model's rigid-body efforts (None: no model to predict)."""
-    if pred is None:
-        if hasattr(model, "rnea"):
-            pred = model.rnea(data.q, data.qd, data.qdd)
-        elif hasattr(model, "efforts"):          # closed chains: the nominal model's efforts
-            pred = model.efforts(data.q, data.qd, data.qdd)
-        else:
-            return None
-    qd = data.qd
-    scale = model.friction.coulomb_velocity_scale
-    return np.stack([np.ones_like(qd), qd, np.tanh(qd / scale), data.qdd, pred, data.effort], axis=2)
-
-
-def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, float]:
-    """(slope, partial correlation) of the last column of `A` regressed on the fifth with the
-    first four projected out (least squares). `A` may be the samples' rows or any matrix with
-    the same Gram matrix (an R factor of them, `n_rows` then the number of samples: it sets
-    the rank cut-off as `numpy.linalg.lstsq` sets it on the rows)."""
-    F = A[:, :4]
-    rcond = np.finfo(float).eps * max(A.shape[0] if n_rows is None else n_rows, 4)
-    proj = lambda y: y - F @ np.linalg.lstsq(F, y, rcond=rcond)[0]  # noqa: E731
-    p, y = proj(A[:, 4]), proj(A[:, 5])
-    pp, yy = float(p @ p), float(y @ y)
-    if pp <= 0 or yy <= 0:
-        return float("nan"), 0.0
-    return float(p @ y) / pp, float(p @ y) / np.sqrt(pp * yy)
-
-
 def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None) -> list[Finding]:
     """The gain findings from joint -> (slope, partial correlation) (`gain_check.GainCheck`).
     `tool`: (the slopes with a tool on the last body fitted alongside, its 10 inertial
