@@ -71,3 +71,29 @@ def test_joint_without_moving_samples_is_named(model, base):
     data.qd[:, 2] = 0.0
     with pytest.raises(IdentificationError, match="'elbow' has no sample moving"):
         build_problem(model, base, data, moving_threshold=0.05)
+
+
+def test_a_model_the_data_do_not_determine_names_its_weakest_combination(demo_urdf):
+    """Issue 29: "NOT A GOOD MODEL" named no parameter when only the condition number was off.
+    The weakest combination (top eigenvector of the covariance scaled by each parameter's
+    effect on the efforts) is named in the warning and in model_quality, with its effect."""
+    from conftest import random_states
+    from robot_ident.data.signals import ProcessedData
+    from robot_ident.estimation import build_problem, wls
+    from robot_ident.estimation.conditioning import assess_quality, quality_warnings
+    from robot_ident.model.base import BaseParameters
+    from robot_ident.model.robot import RobotModel
+    m = RobotModel(demo_urdf)
+    q, qd, qdd = random_states(m, 400, seed=1)
+    qdd[:, 5] *= 1e-5                          # wrist_3 barely accelerates: cond ~4e5
+    tau = m.efforts(q, qd, qdd)
+    tau += 0.01 * np.sqrt(np.mean(tau ** 2, axis=0)) * np.random.default_rng(0).normal(size=tau.shape)
+    p = build_problem(m, BaseParameters.from_model(m, n_samples=200),
+                      ProcessedData(np.arange(400) * 0.01, m.joint_names, q, qd, qdd, tau, tau))
+    r = wls(p)
+    q_ = assess_quality(r, np.sqrt(np.mean(p.W ** 2, axis=0)), float(np.sqrt(np.mean(p.y ** 2))))
+    assert not q_["good"] and not q_["poorly_determined"]          # only the condition number: nothing named before
+    weak = q_["weakest_direction"]
+    assert 1 <= len(weak["parameters"]) <= 3 and set(weak["parameters"]) <= set(r.names)
+    line = quality_warnings(q_)[0]
+    assert f"this motion does not tell apart {weak['parameters'][0]}" in line and "% of their RMS" in line

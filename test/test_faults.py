@@ -348,6 +348,11 @@ def test_nearly_rank_deficient_data_are_marked_not_a_good_model(world, monkeypat
     q = d["model_quality"]
     assert not q["good"] and q["poorly_determined"]
     assert "NOT A GOOD MODEL" in out and "warning: identification: the data do not determine the model" in err
+    # the weakest combination is named (issue 29), with what it does to the efforts
+    weak = q["weakest_direction"]
+    assert weak["parameters"] and all(p in d["base_reduction"]["standard_names"] or " " in p or "+" in p
+                                      or p in [b["name"] for b in d["base_parameters"]] for p in weak["parameters"])
+    assert f"this motion does not tell apart {weak['parameters'][0]}" in err
     assert "WARNING: NOT A GOOD MODEL" in (tmp_path / "r" / "identified.urdf").read_text()
 
 

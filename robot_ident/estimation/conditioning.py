@@ -52,10 +52,13 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
         if impact is not None:
             d["effort_change_per_std_percent"] = float(100 * impact[k])
         return d
+    weakest = _weakest_direction(result, column_rms, effort_rms) if reasons else None
     out = {"good": not reasons, "reasons": reasons, "condition_number": cond,
            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
            "poorly_determined": [row(k) for k in bad],
            "uncertain_but_negligible": [row(k) for k in over if k not in bad]}
+    if weakest is not None:
+        out["weakest_direction"] = weakest
     disagreements = list(result.extra.get("data_against_bounds") or ())
     geo = result.extra.get("com_region_note")
     if geo and "no geometry read" in geo:          # the physical bounds could not read any mesh
@@ -74,8 +77,37 @@ def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
         names = [p["name"] for p in quality["poorly_determined"]]
         listed = ", ".join(names[:max_names]) + (f" and {len(names) - max_names} more" if len(names) > max_names
                                                  else "")
+        weak = quality.get("weakest_direction")
         lines.append("warning: identification: the data do not determine the model ("
                      + "; ".join(quality["reasons"]) + ")" + (f": {listed}" if names else "")
+                     + (f"; this motion does not tell apart {weak['text']}" if weak else "")
                      + "; identified.urdf is NOT a good model -- use a richer excitation (robot-ident design)")
     lines += [f"warning: {text}" for text in quality.get("data_against_bounds", ())]
     return lines
+
+
+def _weakest_direction(result: IdentificationResult, column_rms=None, effort_rms=None) -> dict | None:
+    """The combination of base parameters the data determine least, in terms of what it does
+    to the predicted efforts: the top eigenvector of the covariance scaled by each
+    parameter's effect (column RMS / effort RMS). Its main terms are named: the base
+    parameters are identifiable in principle (the reduction kept only those), so it is the
+    motion that does not separate them, and another excitation would."""
+    cov = getattr(result, "covariance", None)
+    if cov is None or not np.all(np.isfinite(cov)):
+        return None
+    scale = (np.asarray(column_rms, float) / effort_rms if column_rms is not None and effort_rms
+             else 1.0 / np.maximum(np.abs(result.values), 1e-12))
+    cs = cov * np.outer(scale, scale)
+    w, v = np.linalg.eigh(0.5 * (cs + cs.T))
+    top = v[:, -1]
+    k = np.argsort(-np.abs(top))
+    main = [i for i in k[:3] if abs(top[i]) >= 0.25 * abs(top[k[0]])]
+    sign = np.sign(top[main[0]])
+    terms = [result.names[i] for i in main]
+    text = (", ".join(terms[:-1]) + f" and {terms[-1]}" if len(terms) > 1 else f"{terms[0]} from the rest")
+    return {"parameters": [result.names[i] for i in main],
+            "weights": [float(top[i] * sign) for i in main],
+            "effort_change_per_std_percent": float(100 * np.sqrt(max(w[-1], 0.0))),
+            "text": text + f" (together they move the predicted efforts by {100 * np.sqrt(max(w[-1], 0.0)):.2g} % "
+                           "of their RMS per standard deviation)"}
+
