@@ -199,7 +199,8 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     Ww = problem.W / sigma[problem.joint_of_row][:, None]
     info = Ww.T @ Ww
     del Ww
-    H = P.T @ info @ P
+    Hd = P.T @ info @ P                       # the data term's Hessian in the standard parameters
+    H = Hd.copy()
     c = P.T @ (info @ first.values)
     if not np.abs(first.covariance).max() > 0:
         raise IdentificationError("the WLS covariance is zero: the data do not determine the base parameters")
@@ -343,7 +344,6 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
         Hb = blocks[k].weight * np.einsum("kij,lji->kl", X, X)
         Hp[np.ix_(idx, idx)] += Hb
         prior_var_mass[b] = float(np.linalg.pinv(Hb)[0, 0])
-    Hd = P.T @ info @ P
     K = np.linalg.pinv(0.5 * (Hd + Hp + (Hd + Hp).T))
     middle = P.T @ info @ first.covariance @ info @ P + Hp
     cov_theta = K @ (0.5 * (middle + middle.T)) @ K

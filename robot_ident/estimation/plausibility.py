@@ -157,11 +157,11 @@ class JointRecordingStats:
     first_effort: float = float("nan")
     velocity_ratio: float | None = None   # median of measured velocity / dq/dt (None: not measurable)
     velocity_lag_s: float | None = None   # lag of the measured velocity behind dq/dt (cross-correlation)
+    velocity_lag_correlation: float = 0.0  # the correlation at that lag
     effort_diff_sq: float = 0.0      # sum of squared first differences of the effort (within segments)
     effort_diff2_sq: float = 0.0     # ... of squared second differences
     diff_count: int = 0              # the first differences, and the time they span
     diff_time: float = 0.0
-    velocity_lag_correlation: float = 0.0  # the correlation at that lag
 
 
 def velocity_ratio_mask(dq: np.ndarray, dq_max: float | None = None) -> np.ndarray:
@@ -285,7 +285,7 @@ def effort_smoothness_hz(st: JointRecordingStats) -> float | None:
 PREFILTERED_FS_FRACTION = 0.05    # below this x the sample rate on every moving joint: filtered before it was saved
 
 
-def judge_prefiltered(model, stats, n_samples: int, effort_label: str = "effort") -> list[Finding]:
+def judge_prefiltered(stats, effort_label: str = "effort") -> list[Finding]:
     """A note when every moving joint's effort is smooth at the sample level (no sensor noise
     left): the log was low-passed before it was saved (FloBaRoID's KUKA recordings, about
     2 Hz); above that frequency the filter cutoff chosen from the data changes nothing."""
@@ -312,6 +312,14 @@ def velocity_lagging(st: JointRecordingStats) -> bool:
 
 
 # ------------------------------------------------------------------- model checks
+def off_prediction(slopes: dict) -> list[tuple[str, float]]:
+    """(joint, slope) where measured efforts do not follow a prediction they are compared
+    with (a result's, for validation): slope outside GAIN_WARN where the prediction explains
+    them (partial correlation >= MIN_PARTIAL_CORRELATION)."""
+    return [(j, a) for j, (a, r) in slopes.items()
+            if abs(r) >= MIN_PARTIAL_CORRELATION and not GAIN_WARN[0] <= a <= GAIN_WARN[1]]
+
+
 def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None) -> list[Finding]:
     """The gain findings from joint -> (slope, partial correlation) (`gain_check.GainCheck`).
     `tool`: (the slopes with a tool on the last body fitted alongside, its 10 inertial
@@ -376,14 +384,13 @@ def check_unidentified_motion(model, other_ranges: dict, topic: str) -> list[Fin
 
 
 def urdf_notes(model) -> list[Finding]:
-    """What reading the URDF changed (`model.robot.snap_rounded_angles`), as a note."""
-    import re
-    m = re.search(r"<!-- robot_ident: (\d+ rounded rpy angle\(s\) \([^)]*\)) set to exact multiples of pi/2 -->",
-                  getattr(model, "urdf_xml", "") or "")
-    if not m:
+    """What reading the URDF changed (`model.urdf_text.snap_rounded_angles`), as a note."""
+    from ..model.urdf_text import snapped_angles
+    what = snapped_angles(getattr(model, "urdf_xml", "") or "")
+    if not what:
         return []
     return [Finding("note", f"URDF {getattr(model, 'urdf_label', '')}".strip(),
-                    f"{m.group(1)} taken as exact multiples of pi/2 (vendor rounding: left as written, they keep "
+                    f"{what} taken as exact multiples of pi/2 (vendor rounding: left as written, they keep "
                     "parameters apart that no motion separates)")]
 
 

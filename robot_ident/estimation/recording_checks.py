@@ -27,6 +27,11 @@ How each statistic is kept (per joint; "exact" = the value the whole segment giv
   the ">= 10 samples" rule are applied at the segment's end (running max, top 10: exact);
   the median is taken over the ratios of every sample up to `VELOCITY_CAP`, beyond that
   over a regular subsample whose stride doubles whenever the kept set passes the cap.
+- velocity lag: sums of qd(t) dq/dt(t - m) and of both squares over the same pairs, at
+  lags |m| <= LAG_MAX_S on a grid of about LAG_GRID_HZ (the last M grid samples of the
+  open segment kept as history; a segment's sums are added when it is kept: exact).
+- effort smoothness (a log filtered before it was saved): sums of squared first and second
+  differences within segments, the previous samples in front (exact).
 
 Memory: a few samples of context, at most `SUBSAMPLE_CAP` + `CANDIDATE_CAP` values per
 joint and signal of the open segment, at most `VELOCITY_CAP` ratios per joint; nothing
@@ -420,7 +425,7 @@ class RecordingChecks:
         if self.n_samples == 0:
             return []
         return (judge_recordings(self.model, stats, self.n_samples, self.method, self.effort_label, self.velocity)
-                + judge_prefiltered(self.model, stats, self.n_samples, self.effort_label))
+                + judge_prefiltered(stats, self.effort_label))
 
     def velocity_lagging(self) -> list[str]:
         """The joints whose measured velocity is shifted against dq/dt (`plausibility.velocity_lagging`)."""

@@ -58,6 +58,7 @@ class ExcitationProblem:
         self.model, self.base, self.param, self.limits = model, base, param, limits
         self.criterion = criterion
         self.progress = None             # line -> None: the best so far, now and then (search.Tracker)
+        self.progress_at = -np.inf       # monotonic time of the last progress line (shared by the phases)
         self.evaluator = RegressorEvaluator(model, base, joint_weights)
         self.n = model.n
         T = param.duration

@@ -26,7 +26,6 @@ class OptimizerResult:
 
 
 PROGRESS_EVERY_S = 2.0
-_LAST_REPORT = [-1e9]        # monotonic time of the last progress line (shared by the phases' trackers)
 
 
 class NoFeasiblePoint(TrajectoryError):
@@ -55,9 +54,9 @@ class Tracker:
         """The best so far to `problem.progress`, at most every `every_s` seconds."""
         report = getattr(self.problem, "progress", None)
         now = time.monotonic()
-        if report is None or not np.isfinite(self.best_f) or now - _LAST_REPORT[0] < every_s:
+        if report is None or not np.isfinite(self.best_f) or now - self.problem.progress_at < every_s:
             return
-        _LAST_REPORT[0] = now
+        self.problem.progress_at = now
         value = (f"cond {np.exp(min(self.best_f, 700.0)):.4g}" if self.problem.criterion == "cond"
                  else f"logdet {-self.best_f:.4g}")
         report(f"best {value} so far, {self.problem.n_evals} evaluations, "

@@ -53,6 +53,16 @@ SNAP_TOLERANCE = 1e-4
 _RPY = re.compile(r'(\brpy\s*=\s*")([^"]*)(")')
 
 
+_NOTE_END = " set to exact multiples of pi/2 -->"
+_NOTE = re.compile(r"<!-- robot_ident: (\d+ rounded rpy angle\(s\) \([^)]*\))" + re.escape(_NOTE_END))
+
+
+def snapped_angles(xml: str) -> str | None:
+    """What `snap_rounded_angles` changed in this text ("6 rounded rpy angle(s) (1.5708)"), or None."""
+    m = _NOTE.search(xml)
+    return m.group(1) if m else None
+
+
 def snap_rounded_angles(xml: str) -> str:
     """The URDF text with every rpy angle within SNAP_TOLERANCE of a multiple of pi/2 set to
     it exactly; a comment at the top lists what was changed (unchanged text without any)."""
@@ -78,7 +88,6 @@ def snap_rounded_angles(xml: str) -> str:
     new = _RPY.sub(fix, xml)
     if not changed:
         return xml
-    note = (f"<!-- robot_ident: {len(changed)} rounded rpy angle(s) ({', '.join(sorted(set(changed)))}) set to "
-            "exact multiples of pi/2 -->\n")
+    note = f"<!-- robot_ident: {len(changed)} rounded rpy angle(s) ({', '.join(sorted(set(changed)))}){_NOTE_END}\n"
     head, sep, rest = new.partition("?>") if new.lstrip().startswith("<?xml") else ("", "", new)
     return head + sep + ("\n" if sep else "") + note + rest.lstrip("\n") if sep else note + new

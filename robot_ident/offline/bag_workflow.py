@@ -384,10 +384,10 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
 def _other_robot(slopes: dict, rdir) -> list:
     """Joints whose bag efforts do not follow the result's prediction (joint -> (slope,
     partial correlation)): the bag or the result of another robot."""
-    from ..estimation.plausibility import Finding
+    from ..estimation.plausibility import Finding, off_prediction
     return [Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result {rdir} predicts: a bag "
                                              "or result of another robot, or another torque constant / direction")
-            for j, (a, r) in slopes.items() if abs(r) >= 0.5 and not 0.67 <= a <= 1.5]
+            for j, a in off_prediction(slopes)]
 
 
 def format_validation(report: ValidationReport, model_units=None, ratio_label="RMS/noise") -> str:

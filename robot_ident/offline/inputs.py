@@ -229,6 +229,7 @@ def _other_recordings(model, result, vpairs) -> list[str]:
     robot's recording, or another torque constant or direction -- its ratios would measure
     that, not the model."""
     from ..estimation.gain_check import gain_slopes
+    from ..estimation.plausibility import off_prediction
     out = []
     by_file: dict = {}
     for _, part in vpairs:
@@ -236,7 +237,7 @@ def _other_recordings(model, result, vpairs) -> list[str]:
             by_file.setdefault(part.source, []).append(part.data)
     for src, parts in by_file.items():
         slopes = gain_slopes(model, parts, predict=lambda d: result.predict(model, d.q, d.qd, d.qdd))
-        bad = [(j, a) for j, (a, r) in slopes.items() if abs(r) >= 0.5 and not 0.67 <= a <= 1.5]
+        bad = off_prediction(slopes)
         if bad:
             out.append(f"warning: validation recording {src}: its efforts are "
                        + ", ".join(f"{a:.3g} x the identified model's on joint {j!r}" for j, a in bad)
