@@ -10,7 +10,7 @@ from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.fourier import FourierTrajectory
 from robot_ident.online.approach import approach_limits, plan_approach
 from robot_ident.online.excitation_plan import prepare_excitation
-from robot_ident.online.excitation_run import (CancelGoal, ExcitationRun, ExcitationSettings, HoldPosition, Phase,
+from robot_ident.online.excitation_run import (ExcitationRun, ExcitationSettings, HoldPosition, Phase,
                                                PublishPlan, PublishState, SendTrajectory)
 from robot_ident.model.robot import RobotModel
 
@@ -170,8 +170,9 @@ def test_stale_joint_states_cancel_the_goal(limits):
     f.execute(send, stop_after=0.5)
     assert run.phase == Phase.APPROACHING
     assert run.tick(f.now + 0.4) == []
-    acts = run.tick(f.now + 0.6)
-    assert isinstance(acts[0], CancelGoal) and "stopped arriving" in acts[0].reason
+    assert run.tick(f.now + 0.6) == [] and run.active       # stale once: maybe the executor was blocked
+    acts = run.tick(f.now + 0.65)                            # still nothing received: abort
+    assert isinstance(acts[0], HoldPosition) and "stopped arriving" in acts[0].reason
     assert run.phase == Phase.ABORTED
 
 
@@ -195,8 +196,7 @@ def test_stale_joint_states_abort_on_the_wall_clock_when_the_clock_stops(limits,
     assert run.tick(frozen, wall + 0.4) == [] and run.active
     assert run.tick(frozen, wall + 0.55) == [] and run.active      # stale once: maybe a stall of this process
     acts = run.tick(frozen, wall + 0.6)                            # still nothing: abort
-    stop = CancelGoal if use_action else HoldPosition
-    assert [type(a) for a in acts] == [stop, PublishState]
+    assert [type(a) for a in acts] == [HoldPosition, PublishState]
     assert acts[-1].phase == Phase.ABORTED and "wall clock" in acts[-1].detail
     assert run.phase == Phase.ABORTED
     # without the wall clock the same frozen clock never fires: the reason for it
@@ -229,7 +229,7 @@ def test_stop_service_cancels_during_excitation(limits):
     run.on_goal_response(f.now, True)
     f.execute(send2, stop_after=1.0)
     acts = run.stop(f.now, "stop service called")
-    assert isinstance(acts[0], CancelGoal) and acts[1].phase == Phase.ABORTED
+    assert isinstance(acts[0], HoldPosition) and acts[1].phase == Phase.ABORTED
     assert acts[1].detail == "stop service called"
 
 
@@ -245,9 +245,9 @@ def test_tracking_error_aborts(limits):
     # a 0.04 rad offset is tolerated, 0.06 rad is not
     f2 = Follower(run, START)
     f2.now = f.now
-    assert not any(isinstance(a, CancelGoal) for a in f2.execute(send2, offset=0.04, stop_after=0.5))
+    assert not any(isinstance(a, HoldPosition) for a in f2.execute(send2, offset=0.04, stop_after=0.5))
     acts = f2.execute(send2, offset=np.array([0, 0, 0.06, 0, 0, 0]), stop_after=0.5)
-    assert isinstance(acts[0], CancelGoal) and "tracking error" in acts[0].reason
+    assert isinstance(acts[0], HoldPosition) and "tracking error" in acts[0].reason
     assert run.phase == Phase.ABORTED
 
 
@@ -272,7 +272,7 @@ def test_approach_that_misses_the_start_pose_aborts(limits):
     run.on_goal_response(f.now, True)
     f.execute(send, offset=np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.05]))
     acts = run.on_result(f.now, 4, 0)
-    assert isinstance(acts[0], CancelGoal) and "start pose not reached" in acts[0].reason
+    assert isinstance(acts[0], HoldPosition) and "start pose not reached" in acts[0].reason
     assert "wrist_3" in acts[0].reason
 
 
@@ -290,6 +290,7 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
         acts += run.tick(f.now)
     assert [a.phase for a in state_actions(acts)] == [Phase.EXCITING]
     (send2,) = sends(acts)
+    send2_traj, t_sent = run._motion.trajectory, run._motion.started_at
     f.execute(send2, stop_after=1.0)
     q_before = f.q.copy()
     acts = run.stop(f.now)
@@ -300,7 +301,13 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
     assert run.phase == Phase.ABORTED
     # the hold brakes every joint within its acceleration limit (uniform deceleration to rest)
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert T == pytest.approx(s.stop_time)            # no measured velocity: at rest already
+    # no measured velocity: the commanded path's velocity at the stop is the one to brake
+    m_traj = send2_traj
+    qd_cmd = m_traj.sample(np.array([f.now - t_sent]))[1][0]
+    acc = limits.bounds().acceleration
+    assert T == pytest.approx(max(s.stop_time, float((np.abs(qd_cmd) / acc).max())), rel=1e-6)
+    assert np.all(np.abs(qd_cmd) / T <= acc * (1 + 1e-6))
+    assert np.allclose(pt["positions"], np.clip(q_before + 0.5 * qd_cmd * T, limits.lower, limits.upper), atol=1e-9)
     run._qd = np.where(np.arange(len(run._q)) == 0, 4.0 * limits.bounds().acceleration[0], 0.0)   # fast joint 1
     pt = run.hold_points()["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
@@ -346,7 +353,7 @@ def test_missing_result_aborts(limits):
         f.now += 0.01
         f.feed()
         acts += run.tick(f.now)
-    assert isinstance(acts[0], CancelGoal) and "no result" in acts[0].reason
+    assert isinstance(acts[0], HoldPosition) and "no result" in acts[0].reason
 
 
 def test_dry_run_publishes_the_plan_and_sends_nothing(limits):
@@ -455,7 +462,7 @@ def test_a_backlog_of_queued_joint_states_is_not_a_tracking_error(limits):
     for k in range(300):
         t = k * 0.005
         acts += run2.on_joint_state(t0 + t + 0.5, JOINTS, tr.sample(np.array([t]))[0][0])
-    assert any(isinstance(a, CancelGoal) for a in acts)
+    assert any(isinstance(a, HoldPosition) for a in acts)
 
 
 def test_closed_chain_approach_is_refused_when_a_passive_joint_leaves_its_limits(limits, model, monkeypatch):
@@ -476,3 +483,88 @@ def test_closed_chain_approach_is_refused_when_a_passive_joint_leaves_its_limits
     actions = run.start(100.0)
     assert run.phase == Phase.ABORTED and not sends(actions)
     assert "passive joint(s)" in run.detail and "passive_1" in run.detail and seen[0] is run.approach
+
+
+def test_a_long_planning_is_no_stale_joint_state_and_the_clock_starts_when_sent(limits):
+    """Issue 30: the approach was planned inside the timer callback (0.6 s here); the next tick ran
+    before the joint states queued meanwhile and aborted on the node's clock at once."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=False))
+    run.on_joint_state(100.0, JOINTS, START - 0.2, wall=10.0)
+    acts = run.start(100.0, clock=lambda: 100.6)
+    (send,) = sends(acts)
+    assert run._motion.sent_at == run._motion.started_at == 100.6      # the tracking clock: from sending
+    assert run.tick(100.65, 10.65) == [] and run.active                 # the timer first: stale once
+    run.on_joint_state(100.66, JOINTS, START - 0.2, wall=10.66)         # then the queued joint states
+    assert run.tick(100.7, 10.7) == [] and run.active
+    # a real loss is still caught, one tick later
+    assert run.tick(101.3, 11.3) == [] and run.active
+    acts = run.tick(101.35, 11.35)
+    assert isinstance(acts[0], HoldPosition) and "stopped arriving (last 0.69 s ago" in acts[0].reason
+
+
+def controller_run(limits):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, acceptance_timeout=0.1))
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    run.on_controller_state(100.0, JOINTS, 35.0, 99.99)          # holding since long before
+    (send,) = sends(run.start(100.0))
+    return run
+
+
+def test_the_controller_state_confirms_a_topic_trajectory_and_sets_its_start(limits):
+    run = controller_run(limits)
+    assert run.on_controller_state(100.01, JOINTS, 36.0, 100.01) == []     # not yet taken: no verdict yet
+    assert not run._motion.taken
+    assert run.on_controller_state(100.03, JOINTS, 0.012, 100.03) == []    # restarted 12 ms ago: ours
+    assert run._motion.taken and run._motion.started_at == pytest.approx(100.018)
+    assert run.on_controller_state(100.5, ["other"], 100.0, 100.5) == []   # once taken, no more verdicts
+    assert run.tick(101.5) == [] and run.active
+
+
+def test_a_topic_trajectory_the_controller_refuses_aborts_naming_its_joints(limits):
+    run = controller_run(limits)
+    run.on_controller_state(100.05, JOINTS[:5], 35.05, 100.05)
+    acts = run.on_controller_state(100.11, JOINTS[:5], 35.11, 100.11)      # still its old trajectory
+    assert isinstance(acts[0], HoldPosition) and acts[-1].phase == Phase.ABORTED
+    assert "did not take the approaching trajectory within 0.1 s" in acts[-1].detail
+    assert "the controller's joints are shoulder_pan, shoulder_lift, elbow, wrist_1, wrist_2" in acts[-1].detail
+
+
+def test_a_controller_that_stops_publishing_its_state_is_caught_by_the_tick(limits):
+    run = controller_run(limits)
+    for k in range(1, 115):                  # joint states keep coming, the controller's state does not
+        run.on_joint_state(100.0 + 0.01 * k, JOINTS, START - 0.2)
+        acts = run.tick(100.0 + 0.01 * k)
+        if acts:
+            break
+    assert acts and "none since" in acts[-1].detail and k > 100
+
+
+@pytest.mark.parametrize("use_action,stamp", [(True, 100.2), (False, 3.0e9)])
+def test_no_controller_verdict_on_the_action_interface_or_another_clock(limits, use_action, stamp):
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=use_action))
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    run.start(100.0)
+    run.on_goal_response(100.0, True)
+    assert run.on_controller_state(100.2, JOINTS, 50.0, stamp) == [] and run.active
+
+
+def test_the_hold_brakes_at_the_acceleration_limit_from_the_measured_velocity(limits):
+    """The controller interpolates a cubic from its state (q, qd) to the hold point at rest: its
+    deceleration is uniform, qd / T, and T is the shortest that keeps every joint within its limit."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
+    qd = np.array([2.2, -1.0, 0.5, 0.0, 3.0, -0.2])
+    run.on_joint_state(100.0, JOINTS, START, qd)
+    run.start(100.0)
+    run.on_goal_response(100.0, True)
+    run.on_joint_state(100.01, JOINTS, START, qd)
+    (hold, state) = run.stop(100.03, "stop service called")
+    pt = hold.points["points"][0]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    acc = limits.bounds().acceleration
+    assert T == pytest.approx(float((np.abs(qd) / acc).max()), rel=1e-6) and T > 0.1
+    # a cubic from (q(t0), qd) at t0 to (target, 0) at t0 + T: peak deceleration, with the joint state
+    # carried forward by its age (0.02 s) so the target is not behind the arm
+    q0 = START + qd * 0.02
+    dx = np.array(pt["positions"]) - q0
+    peak = np.abs(6 * dx / T**2 - 4 * qd / T)
+    assert np.all(peak <= acc * (1 + 1e-6)) and state.detail == "stop service called"

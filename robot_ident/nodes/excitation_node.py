@@ -13,7 +13,7 @@ import threading
 import time
 
 from control_msgs.action import FollowJointTrajectory
-from control_msgs.msg import JointTolerance
+from control_msgs.msg import JointTolerance, JointTrajectoryControllerState
 from rclpy.action import ActionClient
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration as RclpyDuration
@@ -26,7 +26,6 @@ from trajectory_msgs.msg import JointTrajectory
 from ..io.config import load_config
 from ..online.excitation_plan import prepare_excitation
 from ..online.excitation_run import (
-    CancelGoal,
     ExcitationRun,
     ExcitationSettings,
     HoldPosition,
@@ -126,6 +125,9 @@ class ExcitationNode(Node):
             self.action = ActionClient(self, FollowJointTrajectory, f"/{controller}/follow_joint_trajectory")
         elif interface == "topic":
             self.traj_pub = self.create_publisher(JointTrajectory, f"/{controller}/joint_trajectory", 10)
+            # The controller only logs a trajectory it refuses: its state shows whether it runs ours.
+            self.create_subscription(JointTrajectoryControllerState, f"/{controller}/controller_state",
+                                     self._on_controller_state, 10)
         else:
             raise ValueError(f"parameter interface must be 'action' or 'topic', got {interface!r}")
         self._publish_state(Phase.IDLE, "loading")
@@ -182,13 +184,8 @@ class ExcitationNode(Node):
                 self._publish_state(a.phase, a.detail)
             elif isinstance(a, SendTrajectory):
                 self._send(a)
-            elif isinstance(a, CancelGoal):
-                if self._goal_handle is not None:
-                    self._inflight.append(self._goal_handle.cancel_goal_async())
-                self._goal_handle = None
-                self._goal_seq += 1          # its results are ignored; accepted later: canceled
             elif isinstance(a, HoldPosition):
-                self.traj_pub.publish(joint_trajectory_message(self._types, a.points))
+                self._hold(a)
             elif isinstance(a, PublishPlan):
                 self.plan_approach_pub.publish(joint_trajectory_message(self._types, a.approach))
                 self.plan_excitation_pub.publish(joint_trajectory_message(self._types, a.excitation))
@@ -212,6 +209,34 @@ class ExcitationNode(Node):
         future = self.action.send_goal_async(goal)
         self._inflight.append(future)
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
+
+    def _hold(self, a: HoldPosition) -> None:
+        """Come to rest within the acceleration limits: on the topic, or as a goal that preempts
+        the running one (the controller's answer to a cancel is a step to rest). If the hold
+        goal is refused, the running goal is canceled after all."""
+        msg = joint_trajectory_message(self._types, a.points)
+        if self.traj_pub is not None:
+            self.traj_pub.publish(msg)
+            return
+        running = self._goal_handle
+        self._goal_handle = None
+        self._goal_seq += 1                  # the preempted goal's result is no news
+        goal = FollowJointTrajectory.Goal()
+        goal.trajectory = msg
+        goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
+        future = self.action.send_goal_async(goal)
+        self._inflight.append(future)
+        future.add_done_callback(lambda f: self._on_hold_response(f, running))
+
+    def _on_hold_response(self, future, running) -> None:
+        with self._lock:
+            handle = future.result()
+            if handle is not None and handle.accepted:
+                return
+            self.get_logger().error("the controller refused the hold goal: canceling the running goal (the "
+                                    "controller then stops at once)")
+            if running is not None:
+                self._inflight.append(running.cancel_goal_async())
 
     # ---------------------------------------------------------------- events
     def _on_goal_response(self, future, seq: int) -> None:
@@ -243,6 +268,16 @@ class ExcitationNode(Node):
                 self._execute(self.run.on_joint_state(self._now(), msg.name, msg.position, msg.velocity, stamp,
                                                       wall=time.monotonic()))
 
+    def _on_controller_state(self, msg) -> None:
+        ref = getattr(msg, "reference", None) or getattr(msg, "desired", None)   # Humble before 2.2x: desired
+        if ref is None:
+            return
+        age = ref.time_from_start.sec + 1e-9 * ref.time_from_start.nanosec
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        with self._lock:
+            if self.run is not None and self._clock_running():
+                self._execute(self.run.on_controller_state(self._now(), list(msg.joint_names), age, stamp))
+
     def _clock_running(self) -> bool:
         """With use_sim_time the clock reads 0 until the first /clock message."""
         return self.get_clock().now().nanoseconds > 0
@@ -266,7 +301,7 @@ class ExcitationNode(Node):
                     self.get_logger().info("waiting for joint states and the trajectory controller",
                                            throttle_duration_sec=5.0)
                     return
-                self._execute(self.run.start(now))
+                self._execute(self.run.start(now, clock=self._now))
                 return
             self._execute(self.run.tick(now, time.monotonic()))
 
@@ -280,7 +315,7 @@ class ExcitationNode(Node):
                 response.success, response.message = False, ("no fresh joint states, or the trajectory "
                                                              "controller's action server is not up")
             else:
-                self._execute(self.run.start(self._now()))
+                self._execute(self.run.start(self._now(), clock=self._now))
                 response.success = self.run.phase != Phase.ABORTED
                 response.message = self.run.phase.value + (f": {self.run.detail}" if self.run.detail else "")
         return response

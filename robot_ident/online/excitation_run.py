@@ -27,19 +27,21 @@ Safety, in the order it is checked:
 * while moving, every joint state is compared with the commanded path; a
   distance (over a short time window, to tolerate latency) above
   `max_tracking_error` aborts;
-* joint states older than `joint_state_timeout` abort; a goal that is rejected,
-  aborted or canceled by the controller aborts; no result within
-  `result_timeout` after the expected end aborts.
+* joint states older than `joint_state_timeout` on two ticks in a row abort; a goal
+  that is rejected, aborted or canceled by the controller aborts; no result within
+  `result_timeout` after the expected end aborts; on the topic interface, a
+  trajectory the controller's state does not show running within
+  `acceptance_timeout` aborts (the controller only logs a refusal).
 
-Aborting cancels the action goal (the joint_trajectory_controller then holds its
-position) or, when trajectories go to the topic, sends a one-point trajectory that
-stops near the current position.
+Aborting sends a one-point trajectory that comes to rest near the current position
+within the acceleration limits: on the topic, or on the action interface as a new
+goal that preempts the running one. The node cancels only when the controller refuses
+that goal: the joint_trajectory_controller answers a cancel by holding the measured
+position at once, a step from full speed to rest.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from enum import Enum
 from typing import Sequence
 
 import numpy as np
@@ -49,105 +51,19 @@ from ..excitation.constraints import LimitSpec, check_trajectory
 from ..excitation.families import trajectory_points
 from ..excitation.repeat import Repeated
 from .approach import ApproachTrajectory, approach_limits, plan_approach, plan_safe_approach
-
-
-class Phase(str, Enum):
-    IDLE = "idle"
-    APPROACHING = "approaching"
-    EXCITING = "exciting"
-    DONE = "done"
-    ABORTED = "aborted"
-
-
-ACTIVE = (Phase.APPROACHING, Phase.EXCITING)
-
-# control_msgs/action/FollowJointTrajectory result error codes.
-RESULT_ERRORS = {
-    0: "SUCCESSFUL",
-    -1: "INVALID_GOAL",
-    -2: "INVALID_JOINTS",
-    -3: "OLD_HEADER_TIMESTAMP",
-    -4: "PATH_TOLERANCE_VIOLATED",
-    -5: "GOAL_TOLERANCE_VIOLATED",
-}
-# action_msgs/msg/GoalStatus codes.
-GOAL_STATUS = {0: "UNKNOWN", 1: "ACCEPTED", 2: "EXECUTING", 3: "CANCELING", 4: "SUCCEEDED", 5: "CANCELED",
-               6: "ABORTED"}
-STATUS_SUCCEEDED = 4
-
-
-# ------------------------------------------------------------------------ actions
-@dataclass(frozen=True)
-class SendTrajectory:
-    """Send `points` (the plain dict of `excitation.trajectory_points`) to the controller."""
-    phase: Phase
-    points: dict
-    duration: float
-
-
-@dataclass(frozen=True)
-class CancelGoal:
-    reason: str
-
-
-@dataclass(frozen=True)
-class HoldPosition:
-    """Topic mode: stop by commanding this one-point trajectory."""
-    points: dict
-
-
-@dataclass(frozen=True)
-class PublishState:
-    phase: Phase
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class PublishPlan:
-    """dry_run: the trajectories that would be sent, in order."""
-    approach: dict
-    excitation: dict
-
-
-Action = SendTrajectory | CancelGoal | HoldPosition | PublishState | PublishPlan
-
-
-# ----------------------------------------------------------------------- settings
-@dataclass(frozen=True)
-class ExcitationSettings:
-    repetitions: int = 1
-    use_action: bool = True
-    dry_run: bool = False
-    approach_speed: float = 0.1           # fraction of the velocity limit
-    approach_acceleration: float = 0.1    # fraction of the acceleration limit
-    approach_min_duration: float = 2.0    # s
-    approach_tolerance: float = 0.02      # rad or m: start pose reached
-    joint_state_timeout: float = 0.5      # s
-    max_tracking_error: float = 0.1       # rad or m
-    tracking_window: float = 0.25         # s either side of the expected time
-    tracking_period: float = 0.01         # s of measurement time between two tracking checks
-    point_rate: float = 100.0             # trajectory points per second
-    settle_time: float = 0.5              # topic mode: wait after the last point
-    result_timeout: float = 5.0           # action mode: wait for the result after the last point
-    stop_time: float = 0.1                # topic mode: time to come to rest when aborting (about as quick
-    #                                       as a controller holding on cancel; measured on ROS: docs/ros2.md),
-    #                                       longer where the acceleration limits need it
-    rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
-
-    def __post_init__(self):
-        if int(self.repetitions) != self.repetitions or self.repetitions < 1:
-            raise TrajectoryError(f"repetitions must be an integer >= 1, got {self.repetitions}")
-        for name in ("approach_speed", "approach_acceleration"):
-            v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise TrajectoryError(f"{name} is a fraction of the limit in (0, 1], got {v}")
-        for name in ("approach_min_duration", "approach_tolerance", "joint_state_timeout",
-                     "max_tracking_error", "tracking_window", "tracking_period", "point_rate", "settle_time",
-                     "result_timeout",
-                     "stop_time"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise TrajectoryError(f"{name} must be a positive number, got {v}")
+from .excitation_actions import (  # noqa: F401  (the node and the tests import them from here too)
+    ACTIVE,
+    GOAL_STATUS,
+    RESULT_ERRORS,
+    STATUS_SUCCEEDED,
+    Action,
+    ExcitationSettings,
+    HoldPosition,
+    Phase,
+    PublishPlan,
+    PublishState,
+    SendTrajectory,
+)
 
 
 # -------------------------------------------------------------------- state machine
@@ -159,6 +75,7 @@ class _Motion:
     sent_at: float
     started_at: float | None = None     # goal accepted (action) or sent (topic)
     result: tuple | None = None
+    taken: bool = False                 # topic mode: the controller's state shows it running
 
 
 class ExcitationRun:
@@ -204,7 +121,8 @@ class ExcitationRun:
         self._qd: np.ndarray | None = None
         self._last_js: float | None = None
         self._last_js_wall: float | None = None
-        self._wall_stale: float | None = None   # the last joint state's wall time, seen stale by a tick
+        self._stale_seen: tuple | None = None   # the last joint state's times, seen stale by a tick
+        self.controller_joints: tuple | None = None   # from the controller's state, when it publishes one
         self.max_tracking_error_seen = 0.0
         self._last_check = -np.inf
 
@@ -235,25 +153,36 @@ class ExcitationRun:
     def _abort(self, now: float, reason: str) -> list:
         actions: list = []
         if self.active and not self.settings.dry_run:
-            if self.settings.use_action:
-                actions.append(CancelGoal(reason))
-            elif self._q is not None:
-                actions.append(HoldPosition(self.hold_points()))
+            actions.append(HoldPosition(self.hold_points(now), reason))    # active: joint states known
         self._motion = None
         actions.append(self._set(Phase.ABORTED, reason))
         return actions
 
-    def hold_points(self) -> dict:
+    def _velocity_now(self, now: float) -> np.ndarray:
+        """The measured velocity; without one, the commanded path's at `now`, else zero."""
+        if self._qd is not None:
+            return self._qd
+        m = self._motion
+        if m is not None and m.started_at is not None:
+            tau = min(max(now - m.started_at, 0.0), float(m.trajectory.duration))
+            return m.trajectory.sample(np.array([tau]))[1][0]
+        return np.zeros_like(self._q)
+
+    def hold_points(self, now: float | None = None) -> dict:
         """One point at rest near the current position: where the arm stops, decelerating
         uniformly from its current velocity within `stop_time`, or longer where that would
-        brake a joint harder than its acceleration limit (with margin), clipped to the limits."""
+        brake a joint harder than its acceleration limit, clipped to the limits. The
+        joint_trajectory_controller interpolates from its measured state (position and
+        velocity) to this point with a cubic, so the braking is the uniform one; the last
+        joint state is carried forward to `now` so the point is not behind the arm."""
         s = self.settings
-        qd = self._qd if self._qd is not None else np.zeros_like(self._q)
+        qd = self._velocity_now(now if now is not None else self._last_js)
         acc = np.asarray(self.limits.bounds().acceleration, float)
         usable = np.isfinite(acc) & (acc > 0)
         need = np.abs(qd[usable]) / acc[usable]
         stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
-        target = np.clip(self._q + 0.5 * qd * stop, self.limits.lower, self.limits.upper)
+        age = 0.0 if now is None or self._last_js is None else min(max(now - self._last_js, 0.0), 0.1)
+        target = np.clip(self._q + qd * (age + 0.5 * stop), self.limits.lower, self.limits.upper)
         ns = int(round(stop * 1e9))
         z = [0.0] * len(self.joint_names)
         return {"joint_names": list(self.joint_names),
@@ -315,8 +244,11 @@ class ExcitationRun:
         q_des = m.trajectory.sample(ts)[0]
         return float(np.abs(q_des - q[None, :]).max(axis=1).min())
 
-    def start(self, now: float) -> list:
-        """Begin: plan the approach from the latest joint state (or publish the plan in dry run)."""
+    def start(self, now: float, clock=None) -> list:
+        """Begin: plan the approach from the latest joint state (or publish the plan in dry run).
+        Planning around obstacles can take a while: `clock()`, when given, is read after it,
+        so the sent approach's time (the topic interface's tracking clock) starts when it is
+        sent, not before the planning."""
         if self.phase != Phase.IDLE:
             return []
         s = self.settings
@@ -355,7 +287,41 @@ class ExcitationRun:
         if s.dry_run:
             return [PublishPlan(self._points(self.approach), self._points(self.trajectory)),
                     self._set(Phase.DONE, "dry run: plan published, nothing sent")]
-        return self._send(now, Phase.APPROACHING, self.approach)
+        return self._send(clock() if clock is not None else now, Phase.APPROACHING, self.approach)
+
+    def on_controller_state(self, now: float, joint_names: Sequence[str], reference_age: float,
+                            stamp: float | None = None) -> list:
+        """The trajectory controller's state (joint_trajectory_controller ``~/controller_state``):
+        its joints and the time since the start of the trajectory it runs (``reference.
+        time_from_start``), at `stamp` (the header's, same clock as `now`). On the topic
+        interface a trajectory the controller refuses is only logged by the controller; here
+        the controller's running trajectory must have started after ours was sent, within
+        `acceptance_timeout`, else the run aborts naming the controller's joints."""
+        self.controller_joints = tuple(joint_names)
+        m = self._motion
+        if m is None or m.taken or self.settings.use_action or self.settings.dry_run or not self.active:
+            return []
+        t = float(stamp) if stamp else now
+        if abs(t - now) > 1.0:          # the controller runs on another clock: no verdict possible
+            return []
+        started = t - float(reference_age)
+        if started >= m.sent_at - 0.02:
+            m.taken = True
+            m.started_at = max(m.sent_at, min(started, t))   # the controller's own start: the tracking clock
+            return []
+        if t - m.sent_at > self.settings.acceptance_timeout:
+            return self._not_taken(now, m, f"its running trajectory started {m.sent_at - started:.3g} s before "
+                                           "ours was sent")
+        return []
+
+    def _not_taken(self, now: float, m: _Motion, why: str) -> list:
+        theirs = list(self.controller_joints or ())
+        hint = ""
+        if theirs and sorted(theirs) != sorted(self.joint_names):
+            hint = (f"; the controller's joints are {', '.join(theirs)}, the trajectory's "
+                    f"{', '.join(self.joint_names)}")
+        return self._abort(now, f"the controller did not take the {m.phase.value} trajectory within "
+                                f"{self.settings.acceptance_timeout:g} s ({why}){hint}")
 
     def on_goal_response(self, now: float, accepted: bool, reason: str = "") -> list:
         m = self._motion
@@ -404,27 +370,34 @@ class ExcitationRun:
         if not self.active or self.settings.dry_run:
             return []
         s = self.settings
-        if self._last_js is None or now - self._last_js > s.joint_state_timeout:
-            age = "never" if self._last_js is None else f"{now - self._last_js:.3g} s ago"
+        if self._last_js is None:
+            return self._abort(now, "joint states stopped arriving (last never; "
+                                    f"joint_state_timeout {s.joint_state_timeout:g} s)")
+        # Stale (on the node's clock, or on the wall clock when the node's clock stopped) on
+        # two ticks in a row with nothing received in between. After the executor was blocked
+        # (a long planning in a callback, a stall of the loaded machine), it runs the timer
+        # before the joint states queued meanwhile: the first tick alone is a false alarm.
+        stale_node = now - self._last_js > s.joint_state_timeout
+        stale_wall = (wall is not None and self._last_js_wall is not None
+                      and wall - self._last_js_wall > s.joint_state_timeout)
+        seen = (self._last_js, self._last_js_wall)
+        confirmed = (stale_node or stale_wall) and self._stale_seen == seen
+        self._stale_seen = seen if (stale_node or stale_wall) else None
+        if confirmed:
+            age = f"{now - self._last_js:.3g} s ago"
+            if stale_wall and not stale_node:
+                age = (f"{wall - self._last_js_wall:.3g} s ago on the wall clock, the node's clock reads "
+                       f"{now - self._last_js:.3g} s")
             return self._abort(now, f"joint states stopped arriving (last {age}; "
                                     f"joint_state_timeout {s.joint_state_timeout:g} s)")
-        # Stale on the wall clock on two ticks in a row with nothing received in between: after
-        # the whole process stalled (a loaded machine), the executor runs the timer before the
-        # joint states queued meanwhile, and the first tick alone would be a false alarm.
-        stale = (wall is not None and self._last_js_wall is not None
-                 and wall - self._last_js_wall > s.joint_state_timeout)
-        confirmed = stale and self._wall_stale == self._last_js_wall
-        self._wall_stale = self._last_js_wall if stale else None
-        if confirmed:
-            return self._abort(now, f"joint states stopped arriving (last {wall - self._last_js_wall:.3g} s "
-                                    f"ago on the wall clock, the node's clock reads "
-                                    f"{now - self._last_js:.3g} s; joint_state_timeout "
-                                    f"{s.joint_state_timeout:g} s)")
         m = self._motion
         if m is None or m.started_at is None:
             if m is not None and now - m.sent_at > s.result_timeout:
                 return self._abort(now, f"no goal response within {s.result_timeout:g} s")
             return []
+        if not s.use_action and self.controller_joints is not None and not m.taken \
+                and now - m.sent_at > s.acceptance_timeout + 1.0:
+            return self._not_taken(now, m, "the controller published its state before but none since")
         end = m.started_at + float(m.trajectory.duration)
         if s.use_action:
             if now > end + s.result_timeout:
