@@ -60,7 +60,7 @@ _SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_thresho
 SECTIONS = ("identification", "excitation", "simulation", "payload", "springs", "closures")
 # The nodes' own ROS parameters (robot_ident/nodes/; test_config checks the list is complete).
 NODE_PARAMETERS = (
-    "allow_without_collision_model", "approach_acceleration", "approach_min_duration", "approach_speed",
+    "acceptance_timeout", "allow_without_collision_model", "approach_acceleration", "approach_min_duration", "approach_speed",
     "approach_tolerance", "autostart", "max_state_age",
     "clock_rate", "config_file", "control_rate", "controller", "current_topic", "design_time", "diagnostics_topic",
     "dry_run", "dynamic_joint_state_rate", "goal_time_tolerance", "goal_tolerance", "identify_on_abort",

@@ -24,6 +24,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ..io.config import load_config
+from ..online.excitation_actions import GOAL_PARAMETERS, SETTING_PARAMETERS
 from ..online.excitation_plan import prepare_excitation
 from ..online.excitation_run import (
     ExcitationRun,
@@ -69,48 +70,12 @@ class ExcitationNode(Node):
             "(self-collisions and obstacles then unchecked)", read_only=True)
         self.autostart = declare(self, "autostart", True, "start as soon as joint states (and the action "
                                  "server) are there; false: wait for ~/start")
-        s = ExcitationSettings
-        settings = ExcitationSettings(
-            repetitions=declare(self, "repetitions", 1, "how many times the excitation is run back to back",
-                                read_only=True, low=1, high=1000, step=1),
-            use_action=interface == "action",
-            dry_run=declare(self, "dry_run", False, "only publish the planned trajectories, move nothing",
-                            read_only=True),
-            approach_speed=declare(self, "approach_speed", s.approach_speed, "approach peak velocity, "
-                                   "fraction of the velocity limit", read_only=True, low=0.01, high=0.5),
-            approach_acceleration=declare(self, "approach_acceleration", s.approach_acceleration,
-                                          "approach peak acceleration, fraction of the limit", read_only=True,
-                                          low=0.01, high=0.5),
-            approach_min_duration=declare(self, "approach_min_duration", s.approach_min_duration,
-                                          "shortest approach [s]", read_only=True, low=0.5, high=600.0),
-            approach_tolerance=declare(self, "approach_tolerance", s.approach_tolerance,
-                                       "start pose reached within this [rad or m]", read_only=True,
-                                       low=1e-4, high=0.5),
-            joint_state_timeout=declare(self, "joint_state_timeout", s.joint_state_timeout,
-                                        "abort when joint states are older than this [s]", read_only=True,
-                                        low=0.01, high=10.0),
-            max_tracking_error=declare(self, "max_tracking_error", s.max_tracking_error,
-                                       "abort when the arm is further than this from the commanded path "
-                                       "[rad or m]", read_only=True, low=1e-3, high=1.0),
-            tracking_window=declare(self, "tracking_window", s.tracking_window,
-                                    "time window for the path distance (latency allowance) [s]", read_only=True,
-                                    low=0.001, high=2.0),
-            point_rate=declare(self, "point_rate", s.point_rate, "trajectory points per second",
-                               read_only=True, low=1.0, high=1000.0),
-            settle_time=declare(self, "settle_time", s.settle_time, "topic interface: wait after the last "
-                                "point [s]", read_only=True, low=0.01, high=10.0),
-            result_timeout=declare(self, "result_timeout", s.result_timeout, "action interface: abort when no "
-                                   "result this long after the expected end [s]", read_only=True,
-                                   low=0.1, high=60.0),
-            stop_time=declare(self, "stop_time", s.stop_time, "topic interface: the hold trajectory comes to "
-                              "rest in this time on an abort [s]", read_only=True, low=0.02, high=5.0))
-        self.path_tolerance = declare(self, "path_tolerance", 0.1, "position path tolerance sent with the "
-                                      "goal, per joint [rad or m]; 0: the controller's", read_only=True,
-                                      low=0.0, high=1.0)
-        self.goal_tolerance = declare(self, "goal_tolerance", 0.02, "position goal tolerance sent with the "
-                                      "goal [rad or m]; 0: the controller's", read_only=True, low=0.0, high=1.0)
-        self.goal_time_tolerance = declare(self, "goal_time_tolerance", 1.0, "goal time tolerance [s]",
-                                           read_only=True, low=0.0, high=60.0)
+        settings = ExcitationSettings(use_action=interface == "action", **{
+            name: declare(self, name, getattr(ExcitationSettings, name), doc, read_only=True, low=low, high=high,
+                          step=1 if name == "repetitions" else None)
+            for name, (doc, low, high) in SETTING_PARAMETERS.items()})
+        for name, (default, doc, low, high) in GOAL_PARAMETERS.items():
+            setattr(self, name, declare(self, name, default, doc, read_only=True, low=low, high=high))
 
         require_file_parameter("excitation_node", "config_file", self.config_file,
                                "the robot_ident parameter YAML (joints, actuators, excitation)")

@@ -106,3 +106,34 @@ class ExcitationSettings:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise TrajectoryError(f"{name} must be a positive number, got {v}")
+
+
+# The node's parameter for each setting (same name): description, low, high (None: no range).
+SETTING_PARAMETERS = {
+    "repetitions": ("how many times the excitation is run back to back", 1, 1000),
+    "dry_run": ("only publish the planned trajectories, move nothing", None, None),
+    "approach_speed": ("approach peak velocity, fraction of the velocity limit", 0.01, 0.5),
+    "approach_acceleration": ("approach peak acceleration, fraction of the limit", 0.01, 0.5),
+    "approach_min_duration": ("shortest approach [s]", 0.5, 600.0),
+    "approach_tolerance": ("start pose reached within this [rad or m]", 1e-4, 0.5),
+    "joint_state_timeout": ("abort when joint states are older than this on two timer ticks (50 ms apart) "
+                            "in a row [s]", 0.01, 10.0),
+    "max_tracking_error": ("abort when the arm is further than this from the commanded path [rad or m]",
+                           1e-3, 1.0),
+    "tracking_window": ("time window for the path distance (latency allowance) [s]", 0.001, 2.0),
+    "point_rate": ("trajectory points per second", 1.0, 1000.0),
+    "settle_time": ("topic interface: wait after the last point [s]", 0.01, 10.0),
+    "result_timeout": ("action interface: abort when no result this long after the expected end [s]", 0.1, 60.0),
+    "stop_time": ("an abort's hold trajectory comes to rest in this time, or longer where the acceleration "
+                  "limits need it [s]", 0.02, 5.0),
+    "acceptance_timeout": ("topic interface: abort when the controller's ~/controller_state does not show "
+                           "the sent trajectory running within this [s]", 0.01, 5.0),
+}
+# The node's goal tolerances (FollowJointTrajectory): default, description, low, high.
+GOAL_PARAMETERS = {
+    "path_tolerance": (0.1, "position path tolerance sent with the goal, per joint [rad or m]; 0: the "
+                            "controller's", 0.0, 1.0),
+    "goal_tolerance": (0.02, "position goal tolerance sent with the goal [rad or m]; 0: the controller's", 0.0, 1.0),
+    "goal_time_tolerance": (1.0, "goal time tolerance [s]", 0.0, 60.0),
+}
+
