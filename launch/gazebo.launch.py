@@ -4,7 +4,7 @@
 
 Gazebo (ros_gz_sim) + robot_state_publisher (xacro, use_gazebo:=true) + spawn +
 /clock bridge + controller_manager spawners for joint_state_broadcaster and an
-effort-interface joint_trajectory_controller (config/controllers.yaml) + our nodes.
+effort-interface joint_trajectory_controller (config/controllers_gazebo.yaml) + our nodes.
 Gazebo has no current interface: current_synth_node synthesises motor currents from
 the joint efforts with the config's actuators (inverse), and the torque and
 identification nodes read those (/robot_ident/synthetic_currents), so the real
@@ -24,7 +24,7 @@ SYNTH_TOPIC = "/robot_ident/synthetic_currents"
 
 def generate_launch_description():
     share = FindPackageShare("robot_ident")
-    controllers = PathJoinSubstitution([share, "config", "controllers.yaml"])
+    controllers = PathJoinSubstitution([share, "config", "controllers_gazebo.yaml"])
     args = [
         DeclareLaunchArgument("config", default_value=PathJoinSubstitution([share, "config", "demo_arm.yaml"]),
                               description="robot_ident parameter YAML"),

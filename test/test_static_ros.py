@@ -78,17 +78,46 @@ def test_xacro_output_runs_in_the_simulator():
     assert arm.mj_model.njnt == 6
 
 
-def test_controllers_yaml_matches_the_description():
+@pytest.mark.parametrize("controllers,xacro_args", [
+    ("controllers_position.yaml", {}),                                                    # mock hardware
+    ("controllers_position.yaml", {"use_mock_hardware": "false", "hardware_plugin": "arm/System"}),
+    ("controllers_gazebo.yaml", {"use_gazebo": "true", "controllers_file": "/c.yaml"}),
+    ("controllers_gazebo.yaml", {"use_gazebo": "true", "gz_flavour": "ign", "controllers_file": "/c.yaml"}),
+])
+def test_each_controllers_file_activates_on_its_description(controllers, xacro_args):
+    """The controller_manager activates a trajectory controller only if every joint exports the
+    command and state interfaces it claims (issue 30: the effort file on the position xacro
+    failed with "Not acceptable command interfaces combination")."""
     import yaml
-    doc = yaml.safe_load((ROOT / "config" / "controllers.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "config" / controllers).read_text())
     cm = doc["controller_manager"]["ros__parameters"]
     assert cm["joint_state_broadcaster"]["type"] == "joint_state_broadcaster/JointStateBroadcaster"
     assert cm["joint_trajectory_controller"]["type"] == "joint_trajectory_controller/JointTrajectoryController"
     jtc = doc["joint_trajectory_controller"]["ros__parameters"]
-    assert tuple(jtc["joints"]) == JOINTS and jtc["command_interfaces"] == ["effort"]
-    assert set(jtc["gains"]) == set(JOINTS) and all(g["p"] > 0 and g["d"] > 0 for g in jtc["gains"].values())
+    assert tuple(jtc["joints"]) == JOINTS
+    # the JTC's accepted command combinations (joint_trajectory_controller's check_command_interface_type)
+    assert jtc["command_interfaces"] in (["position"], ["position", "velocity"],
+                                         ["position", "velocity", "acceleration"], ["velocity"], ["effort"])
+    root = ET.fromstring(xacro_urdf(**xacro_args))
+    for j in JOINTS:
+        (joint,) = [e for e in root.findall("ros2_control/joint") if e.get("name") == j]
+        assert set(jtc["command_interfaces"]) <= {c.get("name") for c in joint.findall("command_interface")}, j
+        assert set(jtc["state_interfaces"]) <= {c.get("name") for c in joint.findall("state_interface")}, j
+    if jtc["command_interfaces"] == ["effort"]:
+        assert set(jtc["gains"]) == set(JOINTS) and all(g["p"] > 0 and g["d"] > 0 for g in jtc["gains"].values())
     from robot_ident.io.config import load_config
     assert load_config(ROOT / "config" / "demo_arm.yaml").joints == JOINTS
+
+
+def test_the_mock_hardware_starts_where_it_is_told():
+    root = ET.fromstring(xacro_urdf(initial_positions="0.1 -0.5 0.8 0 0.5 -0.2"))
+    assert root.find("ros2_control/hardware/plugin").text == "mock_components/GenericSystem"
+    start = [float(e.find("state_interface[@name='position']/param").text) for e in root.findall("ros2_control/joint")]
+    assert start == [0.1, -0.5, 0.8, 0.0, 0.5, -0.2]
+    with pytest.raises(Exception, match="initial_positions: 2 values for 6 joints"):
+        xacro_urdf(initial_positions="0 0")
+    with pytest.raises(Exception, match="needs hardware_plugin"):
+        xacro_urdf(use_mock_hardware="false")
 
 
 def test_shipped_excitation_is_safe_for_the_node():
@@ -178,6 +207,16 @@ def test_package_xml_lists_every_ros_package_used():
     assert not missing, f"package.xml lacks: {missing}"
 
 
+def test_package_xml_names_the_gazebo_plugin_of_each_distro():
+    """Humble + Fortress ships the ros2_control plugin as ign_ros2_control, Jazzy + Harmonic as
+    gz_ros2_control: each conditioned on $ROS_DISTRO (REP 149), so rosdep resolves on both."""
+    root = ET.parse(ROOT / "package.xml").getroot()
+    cond = {e.text.strip(): e.get("condition") for e in root if e.tag == "exec_depend"}
+    assert cond["ign_ros2_control"] == "$ROS_DISTRO == humble"
+    assert cond["gz_ros2_control"] == "$ROS_DISTRO != humble"
+    assert root.get("format") == "3"            # conditions need format 3
+
+
 def test_only_nodes_import_ros():
     for path in PKG.rglob("*.py"):
         if (PKG / "nodes") in path.parents:
@@ -253,7 +292,7 @@ def test_setup_installs_launch_urdf_and_config_files():
     assert {"sim.launch.py", "gazebo.launch.py", "identify.launch.py", "replay.launch.py"} <= {
         Path(f).name for f in data["share/robot_ident/launch"]}
     assert "demo_arm.urdf.xacro" in {Path(f).name for f in data["share/robot_ident/urdf"]}
-    assert {"controllers.yaml", "demo_arm.yaml", "demo_arm_excitation.yaml"} <= {
+    assert {"controllers_position.yaml", "controllers_gazebo.yaml", "demo_arm.yaml", "demo_arm_excitation.yaml"} <= {
         Path(f).name for f in data["share/robot_ident/config"]}
 
 
