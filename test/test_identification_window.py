@@ -275,3 +275,58 @@ def test_watchdog_sees_joint_states_recorded_to_a_bag(tmp_path):
     verdict, rec = win.on_excitation_state("done", wall=3.0)
     assert verdict == IDENTIFY and rec.bag is not None and rec.joint_state_messages == 29
     assert empty_reason(rec) is None
+
+
+def raw_messages(bag):
+    """(topic, log time, serialised bytes) of a bag: what a raw rclpy subscription delivers."""
+    from rosbags.highlevel import AnyReader
+
+    from robot_ident.data.bag import make_typestore
+    with AnyReader([Path(bag)], default_typestore=make_typestore()) as r:
+        return [(c.topic, t, bytes(raw)) for c, t, raw in r.messages()]
+
+
+def test_a_raw_recording_counts_the_messages_lost_and_identifies_as_the_command_line(sim_bag, demo_urdf, tmp_path):
+    """Issue 30: at 1 kHz the node lost half the messages in its queues, silently. Recording raw
+    writes each message as delivered; the losses are counted from the gaps in the header stamps."""
+    cfg = load_config(CONFIG)
+    msgs = raw_messages(sim_bag / "bag")
+    win = RecordingWindow.from_config(cfg, bag_root=tmp_path / "recordings")
+    win.start()
+    for topic, t, data in msgs:
+        win.add_raw(topic, data, t, wall=1.0)
+    _, _, rec = win.stop()
+    assert rec.messages == len(msgs) and all(v.lost == 0 for v in rec.loss.values())
+    assert rec.joint_state_messages == sum(1 for m in msgs if m[0] == cfg.joint_states_topic)
+    node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls", stream_above_messages=0)
+    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False,
+                       streaming=True)
+    np.testing.assert_array_equal(node.result.values, cli.result.values)
+    source = yaml.safe_load((tmp_path / "node" / "result.yaml").read_text())["source"]
+    js = source["messages"][cfg.joint_states_topic]
+    assert js["lost"] == 0 and js["received"] == rec.joint_state_messages and js["rate_hz"] > 0
+
+    # the same stream with messages dropped as an overflowing queue drops them
+    win2 = RecordingWindow.from_config(cfg, bag_root=tmp_path / "recordings2")
+    win2.start()
+    dropped = {}
+    for k, (topic, t, data) in enumerate(msgs):
+        if 200 <= k < 260 or (1000 <= k < 3000 and k % 7 == 0):
+            dropped[topic] = dropped.get(topic, 0) + 1
+            continue
+        win2.add_raw(topic, data, t)
+    _, _, rec2 = win2.stop()
+    assert {t: v.lost for t, v in rec2.loss.items()} == dropped
+    assert "lost" in rec2.loss_text() and "gaps of the header stamps" in rec2.loss_text()
+
+
+def test_stamp_gaps_count_missing_periods():
+    from robot_ident.data.stamp_gaps import StampGaps
+    g = StampGaps()
+    stamps = [k * 1_000_000 for k in range(1000) if k not in (10, 11, 12, 500)]
+    for s in stamps + [stamps[-1] - 5_000_000, stamps[-1] + 1_000_000]:   # one step back: not a gap
+        g.add(s)
+    loss = g.loss()
+    assert loss.lost == 4 and loss.gaps == 2 and loss.period_s == pytest.approx(1e-3)
+    assert loss.received == len(stamps) + 2
+    assert StampGaps().loss().period_s is None

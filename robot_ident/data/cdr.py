@@ -96,6 +96,14 @@ def _stamp(buf: bytes) -> int:
     return _I32.unpack_from(buf, 4)[0] * _NS + _U32.unpack_from(buf, 8)[0]
 
 
+def header_stamp_ns(buf: bytes) -> int | None:
+    """The header stamp of a serialised message that starts with a std_msgs/Header
+    (JointState, DynamicJointState), None if it is not little-endian CDR or too short."""
+    if len(buf) < 12 or bytes(buf[:4]) not in _LE_HEADERS:
+        return None
+    return _stamp(buf)
+
+
 def _skip_header(c: _Cursor) -> None:
     c.pos = 12
     c.string()                       # frame_id

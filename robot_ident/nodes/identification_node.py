@@ -125,13 +125,18 @@ class IdentificationNode(Node):
         self.diag_pub = self.create_publisher(DiagnosticArray, diag_topic, q)
         self.status_pub = self.create_publisher(String, "~/status", q)
 
-        self.create_subscription(JointState, self.cfg.joint_states_topic, self._on_joint_state, sensor_qos())
+        # Recording to a bag, the subscriptions take the serialised messages and write them as they
+        # are: at 1 kHz a deserialise-convert-serialise per message fell behind and lost half of them.
+        raw = record_to_bag
+        js_cb = self._on_raw(self.cfg.joint_states_topic) if raw else self._on_joint_state
+        self.create_subscription(JointState, self.cfg.joint_states_topic, js_cb, sensor_qos(), raw=raw)
         if not self.window.shared_topic:
+            cur_cb = self._on_raw(self.cfg.current_topic) if raw else self._on_current
             if self.cfg.current_kind == "dynamic_joint_state":
                 from control_msgs.msg import DynamicJointState
-                self.create_subscription(DynamicJointState, self.cfg.current_topic, self._on_current, sensor_qos())
+                self.create_subscription(DynamicJointState, self.cfg.current_topic, cur_cb, sensor_qos(), raw=raw)
             else:
-                self.create_subscription(JointState, self.cfg.current_topic, self._on_current, sensor_qos())
+                self.create_subscription(JointState, self.cfg.current_topic, cur_cb, sensor_qos(), raw=raw)
         self.create_subscription(String, state_topic, self._on_excitation_state, latched_qos())
         self._state_topic = state_topic
         self.create_timer(0.1, self._on_watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -156,6 +161,11 @@ class IdentificationNode(Node):
 
     def _on_joint_state(self, msg) -> None:
         self.window.add_joint_state(msg, now_ns(self), wall=time.monotonic())
+
+    def _on_raw(self, topic: str):
+        def callback(data: bytes) -> None:
+            self.window.add_raw(topic, data, now_ns(self), wall=time.monotonic())
+        return callback
 
     def _on_watchdog(self) -> None:
         publishers = self.count_publishers(self._state_topic) if self.window.source == "excitation" else None
@@ -255,7 +265,9 @@ class IdentificationNode(Node):
         return True, f"identifying {rec.messages} messages"
 
     def _work(self, rec) -> None:
-        self._status(f"identifying ({rec.messages} messages)")
+        self._status(f"identifying ({rec.messages} messages" + (f"; {rec.loss_text()})" if rec.loss else ")"))
+        if rec.loss and any(v.lost for v in rec.loss.values()):
+            self.get_logger().warning(f"messages lost before they reached this node: {rec.loss_text()}")
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
         out = Path(self.output_dir) / f"identification_{stamp}"
         t0 = time.monotonic()

@@ -199,5 +199,6 @@ def plan_safe_approach(joint_names, q_now, q_start, limits: LimitSpec, collision
             if final(traj)[0]:
                 return traj
     raise TrajectoryError(f"the straight approach from the current pose collides ({rep.summary()}) and no "
-                          f"collision-free path through an intermediate pose was found (retract toward the neutral pose, or one of {candidates} "
-                          "random intermediate poses); move the arm closer to the excitation's start pose first. Not moving")
+                          "collision-free path through an intermediate pose was found (retract toward the neutral "
+                          f"pose, or one of {candidates} random intermediate poses); move the arm closer to the "
+                          "excitation's start pose first. Not moving")
