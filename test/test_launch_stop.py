@@ -4,8 +4,8 @@ Each test starts the simulated arm and the nodes as processes of its own (so it 
 signal or kill one of them), lets the excitation run, and then:
 
 * Ctrl-C (SIGINT) or SIGTERM on the excitation node, action and topic interface: the
-  arm must come to rest within 0.2 s of the arm's own (sim) time (topic interface: or
-  the time braking at the acceleration limits takes, plus 0.1 s), the state must
+  arm must come to rest within 0.2 s of the arm's own (sim) time, or the time braking
+  at the acceleration limits takes plus 0.1 s, the state must
   go to ``aborted`` and the node must exit 0 without a traceback;
 * the simulated arm -- joint states and /clock -- is killed: the excitation node's
   clock stops, and the stale-joint-state watchdog must still abort within
@@ -194,8 +194,8 @@ class TestStopping(unittest.TestCase):
         fig.update(test=f"{signal.Signals(signum).name} {interface}", aborted_received_wall_s=round(aborted, 4))
         record(fig)
         self.assertGreater(fig["speed_at_signal"], 0.2)          # it was moving
-        target = STOP_TARGET if interface == "action" else max(STOP_TARGET,
-                                                                fig["speed_at_signal"] / BRAKE_ACC + 0.1)
+        # both interfaces brake with the hold trajectory, no harder than the acceleration limits
+        target = max(STOP_TARGET, fig["speed_at_signal"] / BRAKE_ACC + 0.1)
         self.assertLess(fig["to_rest_sim_s"], target, fig)
 
     def test_ctrl_c_stops_the_arm_action(self):
@@ -260,7 +260,7 @@ class TestStopping(unittest.TestCase):
         fig.update(test="~/stop action (from the call, service round trip included)")
         record(fig)
         self.assertTrue(self.state_after(t_call, {"aborted"}))
-        self.assertLess(fig["to_rest_sim_s"], 0.5, fig)
+        self.assertLess(fig["to_rest_sim_s"], max(0.5, fig["speed_at_signal"] / BRAKE_ACC + 0.2), fig)
         self.node.destroy_client(client)
 
     def test_nodes_without_parameters_exit_with_one_line(self):
