@@ -317,3 +317,25 @@ def test_kinematic_urdf_drops_control_blocks_only():
     assert description_or_path(str(ROOT / "urdf" / "demo_arm.urdf")) == plain
     with pytest.raises(ModelError, match="not valid XML"):
         kinematic_urdf("<robot>")
+
+
+def test_gazebo_gains_are_stable_on_the_light_wrists():
+    """A PD held for each 1 ms cycle diverges when d h / M_eff > 2 (M_eff = 1 / (M^-1)_jj, the
+    inertia a joint sees with the others free); the former wrist gains were 5-15x past it.
+    Kept with a margin of 4 (and p h^2 / M_eff <= 0.1) along the shipped excitation."""
+    import pinocchio as pin
+    import yaml
+
+    from robot_ident.online.excitation_plan import prepare_excitation
+    plan = prepare_excitation(ROOT / "urdf" / "demo_arm.urdf", ROOT / "config" / "demo_arm.yaml",
+                              ROOT / "config" / "demo_arm_excitation.yaml")
+    nm, traj = plan.model, plan.trajectory
+    q = traj.sample(np.linspace(0.0, float(traj.duration), 200))[0]
+    meff = np.array([1.0 / np.diag(np.linalg.inv(pin.crba(nm.model, nm.data, nm.to_pinocchio_q(x))[
+        np.ix_(nm._idx_v, nm._idx_v)])) for x in q]).min(axis=0)
+    doc = yaml.safe_load((ROOT / "config" / "controllers_gazebo.yaml").read_text())
+    h = 1.0 / doc["controller_manager"]["ros__parameters"]["update_rate"]
+    gains = doc["joint_trajectory_controller"]["ros__parameters"]["gains"]
+    for k, j in enumerate(traj.joint_names):
+        assert gains[j]["d"] * h / meff[k] <= 0.5, (j, gains[j], meff[k])
+        assert gains[j]["p"] * h ** 2 / meff[k] <= 0.1, (j, gains[j], meff[k])
