@@ -6,7 +6,9 @@ Gazebo (ros_gz_sim) + robot_state_publisher (xacro, use_gazebo:=true) + spawn +
 /clock bridge + controller_manager spawners for joint_state_broadcaster and an
 effort-interface joint_trajectory_controller (config/controllers_gazebo.yaml) + our nodes.
 Gazebo has no current interface: current_synth_node synthesises motor currents from
-the joint efforts with the config's actuators (inverse), and the torque and
+the efforts the trajectory controller commands (its ~/controller_state: Gazebo applies
+them as they are, and Fortress's ign_ros2_control reports no effort state, its
+/joint_states efforts read 0) with the config's actuators (inverse), and the torque and
 identification nodes read those (/robot_ident/synthetic_currents), so the real
 current -> effort path runs.
 """
@@ -65,7 +67,8 @@ def generate_launch_description():
     model = {"robot_description": description}
     ours = [
         Node(package="robot_ident", executable="current_synth_node", name="current_synth_node", output="screen",
-             parameters=[common, {"input_topic": "/joint_states", "output_topic": SYNTH_TOPIC}]),
+             parameters=[common, {"input_topic": "/joint_trajectory_controller/controller_state",
+                                  "input_kind": "controller_state", "output_topic": SYNTH_TOPIC}]),
         Node(package="robot_ident", executable="torque_node", name="torque_node", output="screen",
              parameters=[common, {"current_topic": SYNTH_TOPIC}]),
         Node(package="robot_ident", executable="identification_node", name="identification_node",

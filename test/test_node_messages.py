@@ -152,3 +152,21 @@ def test_synthesised_currents_convert_back_to_the_efforts(ts):
     assert back.stamp_ns == 4 * 10**9 + 7
     msg.effort = []
     assert synth.on_joint_state(msg) is None and synth.skipped == 1
+
+
+def test_currents_are_synthesised_from_the_controllers_commanded_efforts():
+    """Gazebo Fortress: /joint_states efforts read 0; the effort trajectory controller's state
+    carries what it commands (output.effort), which the simulator applies."""
+    from types import SimpleNamespace as NS
+
+    from robot_ident.online.torque_stream import CurrentSynthesiser
+    acts = _acts()
+    synth = CurrentSynthesiser(("j1", "j2"), acts)
+    msg = NS(header=NS(stamp=NS(sec=5, nanosec=1)), joint_names=["j2", "j1"],
+             feedback=NS(positions=[0.2, 0.1]), output=NS(effort=[-1.5, 12.0]))
+    s = synth.on_controller_state(msg)
+    np.testing.assert_allclose(s.effort, acts.currents(np.array([[12.0, -1.5]]))[0])
+    np.testing.assert_allclose(s.position, [0.1, 0.2])
+    assert s.stamp_ns == 5 * 10**9 + 1
+    msg.output = NS(effort=[])                  # a position controller commands no effort
+    assert synth.on_controller_state(msg) is None

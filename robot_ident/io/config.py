@@ -60,11 +60,12 @@ _SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_thresho
 SECTIONS = ("identification", "excitation", "simulation", "payload", "springs", "closures")
 # The nodes' own ROS parameters (robot_ident/nodes/; test_config checks the list is complete).
 NODE_PARAMETERS = (
-    "acceptance_timeout", "allow_without_collision_model", "approach_acceleration", "approach_min_duration", "approach_speed",
-    "approach_tolerance", "autostart", "max_state_age",
+    "acceptance_timeout", "allow_without_collision_model", "approach_acceleration", "approach_min_duration",
+    "approach_speed", "approach_tolerance", "autostart", "max_state_age",
     "clock_rate", "config_file", "control_rate", "controller", "current_topic", "design_time", "diagnostics_topic",
     "dry_run", "dynamic_joint_state_rate", "goal_time_tolerance", "goal_tolerance", "identify_on_abort",
-    "initial_positions", "input_topic", "interface", "joint_state_rate", "joint_state_timeout", "max_tracking_error",
+    "initial_positions", "input_kind", "input_topic", "interface", "joint_state_rate", "joint_state_timeout",
+    "max_tracking_error",
     "method", "output_dir", "output_topic", "path_tolerance", "payload_arm", "plots", "point_rate",
     "publish_clock", "real_time_factor", "record_on_start", "record_to_bag", "repetitions", "result_timeout",
     "robot_description", "settle_time", "state_topic", "stop_time", "tracking_window", "trajectory_file",

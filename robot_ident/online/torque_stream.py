@@ -93,6 +93,18 @@ class CurrentSynthesiser:
         self.actuators = actuators.for_joints(self.joints)
         self.skipped = 0
 
+    def on_controller_state(self, msg) -> EffortSample | None:
+        """The same from a joint_trajectory_controller's ``~/controller_state`` (control_msgs/
+        JointTrajectoryControllerState) with an effort command interface: the efforts it commands
+        (``output.effort``), which a simulator applies as they are. Gazebo Fortress's
+        ign_ros2_control never writes the effort state interface (its /joint_states efforts read
+        0); the commanded effort is what it applies to the joint."""
+        from types import SimpleNamespace
+        fb = getattr(msg, "feedback", None) or getattr(msg, "actual", None)
+        return self.on_joint_state(SimpleNamespace(
+            header=msg.header, name=list(msg.joint_names), position=list(getattr(fb, "positions", ()) or ()),
+            velocity=[], effort=list(msg.output.effort)))
+
     def on_joint_state(self, msg) -> EffortSample | None:
         """An `EffortSample` whose ``effort`` field holds the synthesised currents."""
         a = joint_state_arrays(msg)
