@@ -204,7 +204,9 @@ class SimArmNode(Node):
                 done = now >= f.end_time()
                 q = self.arm.q_true
                 stopping = self._stopping
-                if goal_handle.is_cancel_requested or preempted or stopping:
+                # a preempted goal leaves the follower to the newer trajectory (as the
+                # joint_trajectory_controller does); a cancel or a shutdown holds where it is
+                if (goal_handle.is_cancel_requested or stopping) and not preempted:
                     f.hold(q)
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
