@@ -368,6 +368,36 @@ class TestRealController(unittest.TestCase):
         record({"test": "20 starts from random poses", "reached_exciting": reached, "aborts": reasons})
         self.assertEqual(reached, 20, reasons)
 
+    def test_identification_node_takes_every_message_at_1khz(self):
+        """Issue 30: next to a 1 kHz joint_state_broadcaster the node took 43 % of the messages and
+        said nothing. It records raw now and counts what it lost from the gaps in the header stamps."""
+        from std_srvs.srv import Trigger
+        out = tempfile.mkdtemp(prefix="robot_ident_ident_")
+        status = []
+        self.subs.append(self.node.create_subscription(String, "/identification_node/status",
+                                                       lambda m: status.append(m.data), LATCHED))
+        p, log = self.procs.start([executable("identification_node"), "--ros-args", "-p", f"config_file:={CONFIG}",
+                                   "-p", f"urdf_file:={ROOT / 'urdf' / 'demo_arm.urdf'}", "-p",
+                                   f"output_dir:={out}", "-p", "record_on_start:=true"], "identification_node")
+        self.spin_until(lambda: "recording" in status, 60.0, "no 'recording'")
+        self.spin_for(10.0)
+        client = self.node.create_client(Trigger, "/identification_node/stop")
+        self.assertTrue(client.wait_for_service(timeout_sec=10.0))
+        future = client.call_async(Trigger.Request())
+        self.spin_until(future.done, 30.0, "no answer from ~/stop")
+        self.spin_until(lambda: any(s.startswith("identifying (") for s in status), 30.0, "no 'identifying'")
+        line = [s for s in status if s.startswith("identifying (")][0]
+        record({"test": "identification node next to a 1 kHz broadcaster", "status": line})
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+        import re
+        counts = re.findall(r"(/\w+): (\d+) received at ([\d.]+) Hz, (none lost|(\d+) lost)", line)
+        self.assertEqual({c[0] for c in counts}, {"/joint_states", "/dynamic_joint_states"}, line)
+        for topic, received, rate, _, lost in counts:
+            self.assertAlmostEqual(float(rate), 1000.0, delta=50.0)
+            self.assertGreater(int(received), 8000, line)             # 10 s at 1 kHz
+            self.assertEqual(int(lost or 0), 0, line)
+
     def move_to(self, q):
         """Drive the mock arm to `q` through the trajectory controller (a slow quintic)."""
         from control_msgs.action import FollowJointTrajectory
