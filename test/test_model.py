@@ -252,3 +252,16 @@ def test_a_xacro_file_is_expanded(demo_urdf, tmp_path):
                    'filename="$(find no_such_package)/x.xacro"/></robot>')
     with pytest.raises(ModelError, match=r"xacro could not expand .*bad.urdf.xacro"):
         RobotModel(bad)
+
+
+@pytest.mark.parametrize("jtype", ["floating", "planar"])
+def test_a_floating_or_planar_root_is_refused_in_one_line(demo_urdf, jtype):
+    """Issue 29: a vendor URDF with a world -> base free joint was silently fixed at its neutral pose."""
+    text = demo_urdf.read_text()
+    i = text.index('<link name="base_link"')
+    text = (text[:i] + f'<link name="world"/>\n<joint name="root" type="{jtype}"><parent link="world"/>'
+            f'<child link="base_link"/></joint>\n' + text[i:])
+    from robot_ident.errors import ModelError
+    from robot_ident.model.robot import RobotModel
+    with pytest.raises(ModelError, match=f"joint 'root' \\({jtype}\\) lets link 'base_link' move freely on 'world'"):
+        RobotModel(text, ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3"))

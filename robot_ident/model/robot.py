@@ -184,6 +184,19 @@ class RobotModel:
                 raise ModelError(f"joint {name!r} has type {jtype!r}; identified joints must be "
                                  f"one of {', '.join(_SUPPORTED_JOINT_TYPES)}")
 
+        for name in movable:
+            jtype = urdf_joints[name].get("type") if name in urdf_joints else None
+            if name not in joints and jtype in ("floating", "planar"):
+                parent = urdf_joints[name].find("parent")
+                child = urdf_joints[name].find("child")
+                raise ModelError(
+                    f"URDF {self.urdf_label}: joint {name!r} ({jtype}) lets link "
+                    f"{child.get('link') if child is not None else '?'!r} move freely on "
+                    f"{parent.get('link') if parent is not None else '?'!r}; this identifies an arm on a fixed "
+                    f"base and would silently fix it. Remove the {jtype} joint (a fixed base), or identify a "
+                    "free-floating robot with robot_ident.mechanisms.floating_base (README: free-floating space "
+                    "robots)")
+
         locked_positions = dict(locked_positions or {})
         for name in locked_positions:
             if name not in movable:
