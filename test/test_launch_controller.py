@@ -17,8 +17,6 @@ Figures go to stdout (and $ROBOT_IDENT_CONTROLLER_FIGURES when set). Skipped whe
 or controller_manager is absent (CI); run it in a ROS environment with robot_ident and
 ros2_control installed: ``python -m pytest -s test/test_launch_controller.py``.
 """
-import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -36,6 +34,7 @@ pytest.importorskip("controller_manager_msgs")
 
 import launch  # noqa: E402
 import launch_testing.actions  # noqa: E402
+from ros_test_helpers import Spinning, executable, output, record  # noqa: E402
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
@@ -49,6 +48,7 @@ except PackageNotFoundError:
                 allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
+FIGURES = "ROBOT_IDENT_CONTROLLER_FIGURES"        # file the figures are appended to, when set
 CONFIG = str(ROOT / "config" / "demo_arm.yaml")
 TRAJECTORY = str(ROOT / "config" / "demo_arm_excitation.yaml")
 CONTROLLERS = ROOT / "config" / "controllers_position.yaml"
@@ -65,9 +65,6 @@ def generate_test_description():
     return launch.LaunchDescription([keep_alive, launch_testing.actions.ReadyToTest()]), {}
 
 
-def executable(name):
-    return str(Path(get_package_prefix("robot_ident")) / "lib" / "robot_ident" / name)
-
 
 def description(q0) -> str:
     import xacro
@@ -75,13 +72,6 @@ def description(q0) -> str:
                              mappings={"initial_positions": " ".join(f"{v:.6f}" for v in q0)})
     return doc.toxml()
 
-
-def record(figures: dict):
-    print("ROBOT_IDENT_FIGURES " + json.dumps(figures))
-    path = os.environ.get("ROBOT_IDENT_CONTROLLER_FIGURES")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(figures) + "\n")
 
 
 class Processes:
@@ -107,12 +97,8 @@ class Processes:
         self.procs = []
 
 
-def output(log):
-    log.flush()
-    return Path(log.name).read_text()
 
-
-class TestRealController(unittest.TestCase):
+class TestRealController(Spinning, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         rclpy.init()
@@ -175,19 +161,6 @@ class TestRealController(unittest.TestCase):
         idx = [list(m.name).index(j) for j in JOINTS]
         self.js.append((m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec,
                         np.asarray(m.position)[idx], np.asarray(m.velocity)[idx]))
-
-    def spin_until(self, cond, timeout, what):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.01)
-            if cond():
-                return
-        self.fail(f"{what} within {timeout} s; states {[s for _, s in self.states]}")
-
-    def spin_for(self, seconds):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.01)
 
     def switch(self, activate, deactivate):
         from controller_manager_msgs.srv import SwitchController
@@ -265,7 +238,7 @@ class TestRealController(unittest.TestCase):
     def check_stop(self, interface, how, stop):
         fig, _ = self.excite_then(interface, stop)
         fig["test"] = f"{how} {interface}"
-        record(fig)
+        record(FIGURES, fig)
         self.assertGreater(fig["speed_at_stop"], 0.2, fig)                  # it was moving
         self.assertLess(fig["to_rest_s"], fig["target_s"], fig)
         self.assertLess(fig["peak_deceleration_over_limit"], 1.5, fig)
@@ -322,7 +295,7 @@ class TestRealController(unittest.TestCase):
         self.assertEqual(p.wait(15), 0)
         text = output(log)
         self.assertIn(expect, text)
-        record({"test": f"refused: {controller} {interface}", "reason": [ln for ln in text.splitlines()
+        record(FIGURES, {"test": f"refused: {controller} {interface}", "reason": [ln for ln in text.splitlines()
                                                                          if "aborted" in ln][:1]})
 
     def test_inactive_controller_is_refused_action(self):
@@ -365,7 +338,7 @@ class TestRealController(unittest.TestCase):
             p.send_signal(signal.SIGINT)
             self.assertEqual(p.wait(15), 0, output(log))
             self.spin_for(1.0)
-        record({"test": "20 starts from random poses", "reached_exciting": reached, "aborts": reasons})
+        record(FIGURES, {"test": "20 starts from random poses", "reached_exciting": reached, "aborts": reasons})
         self.assertEqual(reached, 20, reasons)
 
     def test_identification_node_takes_every_message_at_1khz(self):
@@ -387,7 +360,7 @@ class TestRealController(unittest.TestCase):
         self.spin_until(future.done, 30.0, "no answer from ~/stop")
         self.spin_until(lambda: any(s.startswith("identifying (") for s in status), 30.0, "no 'identifying'")
         line = [s for s in status if s.startswith("identifying (")][0]
-        record({"test": "identification node next to a 1 kHz broadcaster", "status": line})
+        record(FIGURES, {"test": "identification node next to a 1 kHz broadcaster", "status": line})
         p.send_signal(signal.SIGINT)
         p.wait(60)
         import re

@@ -17,8 +17,6 @@ The figures go to stdout (and $ROBOT_IDENT_STOP_FIGURES when set). Skipped clean
 where ROS 2 is absent; the same logic is tested without ROS in test_node_shutdown.py,
 test_excitation_run.py and test_identification_window.py.
 """
-import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -34,12 +32,14 @@ pytest.importorskip("launch_ros")
 
 import launch  # noqa: E402
 import launch_testing.actions  # noqa: E402
-from ament_index_python.packages import get_package_prefix  # noqa: E402
+from ros_test_helpers import Spinning, executable, output, record  # noqa: E402
+
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+FIGURES = "ROBOT_IDENT_STOP_FIGURES"        # file the figures are appended to, when set
 CONFIG = str(ROOT / "config" / "demo_arm.yaml")
 URDF = str(ROOT / "urdf" / "demo_arm.urdf")
 TRAJECTORY = str(ROOT / "config" / "demo_arm_excitation.yaml")
@@ -60,9 +60,6 @@ def generate_test_description():
     return launch.LaunchDescription([keep_alive, launch_testing.actions.ReadyToTest()]), {}
 
 
-def executable(name):
-    return str(Path(get_package_prefix("robot_ident")) / "lib" / "robot_ident" / name)
-
 
 def start(name, **params):
     args = [executable(name), "--ros-args"]
@@ -73,20 +70,9 @@ def start(name, **params):
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True), log
 
 
-def output(log):
-    log.flush()
-    return Path(log.name).read_text()
 
 
-def record(figures: dict):
-    print("ROBOT_IDENT_FIGURES " + json.dumps(figures))
-    path = os.environ.get("ROBOT_IDENT_STOP_FIGURES")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(figures) + "\n")
-
-
-class TestStopping(unittest.TestCase):
+class TestStopping(Spinning, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         rclpy.init()
@@ -124,19 +110,6 @@ class TestStopping(unittest.TestCase):
         p, log = start(name, **params)
         self.procs.append((p, log))
         return p, log
-
-    def spin_until(self, cond, timeout, what):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-            if cond():
-                return
-        self.fail(f"{what} within {timeout} s; states {[s for _, s in self.states]}")
-
-    def spin_for(self, seconds):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
 
     def state_after(self, t, wanted):
         return [(w, s) for w, s in self.states if w >= t and s in wanted]
@@ -192,7 +165,7 @@ class TestStopping(unittest.TestCase):
         fig = self.stop_figures(t_sig)
         aborted = self.state_after(t_sig, {"aborted"})[0][0] - t_sig
         fig.update(test=f"{signal.Signals(signum).name} {interface}", aborted_received_wall_s=round(aborted, 4))
-        record(fig)
+        record(FIGURES, fig)
         self.assertGreater(fig["speed_at_signal"], 0.2)          # it was moving
         # both interfaces brake with the hold trajectory, no harder than the acceleration limits
         target = max(STOP_TARGET, fig["speed_at_signal"] / BRAKE_ACC + 0.1)
@@ -214,7 +187,7 @@ class TestStopping(unittest.TestCase):
         self.spin_until(lambda: self.state_after(t_kill, {"aborted"}), 10.0, "no 'aborted' after the clock stopped")
         t_abort = self.state_after(t_kill, {"aborted"})[0][0] - t_kill
         last_js = max(w for w, _, _ in self.js)
-        record({"test": "clock stopped (sim arm killed), action", "aborted_after_kill_wall_s": round(t_abort, 4),
+        record(FIGURES, {"test": "clock stopped (sim arm killed), action", "aborted_after_kill_wall_s": round(t_abort, 4),
                 "aborted_after_last_joint_state_wall_s": round(self.state_after(t_kill, {"aborted"})[0][0] - last_js,
                                                                4),
                 "joint_state_timeout_s": JOINT_STATE_TIMEOUT})
@@ -239,7 +212,7 @@ class TestStopping(unittest.TestCase):
         self.spin_until(lambda: any(w > t_kill and s.startswith("idle (discarded") for w, s in status), 15.0,
                         "the window did not close")
         closed = [w for w, s in status if w > t_kill and s.startswith("idle (discarded")][0] - t_kill
-        record({"test": "excitation node and arm killed: identification window closed", "closed_after_wall_s":
+        record(FIGURES, {"test": "excitation node and arm killed: identification window closed", "closed_after_wall_s":
                 round(closed, 4), "identification_joint_state_timeout_s": 1.0})
         self.assertFalse(list(Path(out).rglob("result.yaml")), "nothing identified")
         ident.send_signal(signal.SIGINT)
@@ -258,7 +231,7 @@ class TestStopping(unittest.TestCase):
         self.spin_sim(1.5)
         fig = self.stop_figures(t_call)
         fig.update(test="~/stop action (from the call, service round trip included)")
-        record(fig)
+        record(FIGURES, fig)
         self.assertTrue(self.state_after(t_call, {"aborted"}))
         self.assertLess(fig["to_rest_sim_s"], max(0.5, fig["speed_at_signal"] / BRAKE_ACC + 0.2), fig)
         self.node.destroy_client(client)
