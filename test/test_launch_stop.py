@@ -32,11 +32,11 @@ pytest.importorskip("launch_ros")
 
 import launch  # noqa: E402
 import launch_testing.actions  # noqa: E402
-from ros_test_helpers import Spinning, executable, output, record  # noqa: E402
-
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
+
+from ros_test_helpers import Spinning, executable, output, record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = "ROBOT_IDENT_STOP_FIGURES"        # file the figures are appended to, when set
