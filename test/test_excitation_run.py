@@ -568,3 +568,19 @@ def test_the_hold_brakes_at_the_acceleration_limit_from_the_measured_velocity(li
     dx = np.array(pt["positions"]) - q0
     peak = np.abs(6 * dx / T**2 - 4 * qd / T)
     assert np.all(peak <= acc * (1 + 1e-6)) and state.detail == "stop service called"
+
+
+def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
+    """Measured on the real controller: the node, behind a 1 kHz broadcaster, held at a position
+    0.35 s old and the controller drove the arm back at 6 rad/s. The hold point is carried forward
+    from the measurement's stamp (at most 0.25 s), not from when the message was processed."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
+    qd = np.array([1.0, 0, 0, 0, 0, 0])
+    run.on_joint_state(100.0, JOINTS, START, qd)
+    run.start(100.0)
+    run.on_goal_response(100.0, True)
+    run.on_joint_state(100.5, JOINTS, START, qd, stamp=100.3)       # processed 0.2 s after it was measured
+    (hold, _) = run.stop(100.5)
+    pt = hold.points["points"][0]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    assert pt["positions"][0] == pytest.approx(START[0] + 1.0 * (0.2 + 0.5 * T))

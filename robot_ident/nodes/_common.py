@@ -10,8 +10,14 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 # Joint states and currents arrive at up to 1 kHz; a second of them fits in the queue so a
-# busy executor loses nothing.
+# busy executor loses nothing (recording nodes).
 SENSOR_DEPTH = 1000
+# A node that acts on the arm's latest state (the excitation node's watchdogs, tracking check
+# and abort hold) keeps only the newest few: with a second-deep queue a Python node that
+# falls behind a 1 kHz broadcaster works on states hundreds of milliseconds old (measured on
+# the real controller: a hold computed from a 0.35 s old position drove the arm back at
+# 6 rad/s). Older states are worth nothing there.
+LATEST_DEPTH = 5
 
 
 def sensor_qos(depth: int = SENSOR_DEPTH) -> QoSProfile:

@@ -38,6 +38,7 @@ from ..online.excitation_run import (
 from ..online.msg_build import joint_trajectory_message
 from ..online.shutdown import require_file_parameter
 from ._common import (
+    LATEST_DEPTH,
     declare,
     declare_robot_description,
     latched_qos,
@@ -108,7 +109,7 @@ class ExcitationNode(Node):
         self._loader.start()
 
         self.create_subscription(JointState, load_config(self.config_file).joint_states_topic, self._on_joint_state,
-                                 sensor_qos())
+                                 sensor_qos(LATEST_DEPTH))
         self.create_service(Trigger, "~/start", self._on_start)
         self.create_service(Trigger, "~/stop", self._on_stop)
         # On the steady clock: with use_sim_time a timer on the node's clock stops with /clock.
@@ -176,9 +177,8 @@ class ExcitationNode(Node):
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
 
     def _hold(self, a: HoldPosition) -> None:
-        """Come to rest within the acceleration limits: on the topic, or as a goal that preempts
-        the running one (the controller's answer to a cancel is a step to rest). If the hold
-        goal is refused, the running goal is canceled after all."""
+        """Come to rest within the acceleration limits: on the topic, or as a goal preempting the running
+        one (a cancel is a step to rest on the JTC), which is canceled only if the hold goal is refused."""
         msg = joint_trajectory_message(self._types, a.points)
         if self.traj_pub is not None:
             self.traj_pub.publish(msg)

@@ -120,6 +120,7 @@ class ExcitationRun:
         self._q: np.ndarray | None = None
         self._qd: np.ndarray | None = None
         self._last_js: float | None = None
+        self._last_js_stamp: float | None = None      # when the last joint state was measured
         self._last_js_wall: float | None = None
         self._stale_seen: tuple | None = None   # the last joint state's times, seen stale by a tick
         self.controller_joints: tuple | None = None   # from the controller's state, when it publishes one
@@ -174,14 +175,16 @@ class ExcitationRun:
         brake a joint harder than its acceleration limit, clipped to the limits. The
         joint_trajectory_controller interpolates from its measured state (position and
         velocity) to this point with a cubic, so the braking is the uniform one; the last
-        joint state is carried forward to `now` so the point is not behind the arm."""
+        joint state is carried forward from when it was measured to `now` (at most 0.25 s)
+        so the point is not behind the arm."""
         s = self.settings
         qd = self._velocity_now(now if now is not None else self._last_js)
         acc = np.asarray(self.limits.bounds().acceleration, float)
         usable = np.isfinite(acc) & (acc > 0)
         need = np.abs(qd[usable]) / acc[usable]
         stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
-        age = 0.0 if now is None or self._last_js is None else min(max(now - self._last_js, 0.0), 0.1)
+        t = self._last_js_stamp
+        age = 0.0 if now is None or t is None else min(max(now - t, 0.0), 0.25)
         target = np.clip(self._q + qd * (age + 0.5 * stop), self.limits.lower, self.limits.upper)
         ns = int(round(stop * 1e9))
         z = [0.0] * len(self.joint_names)
@@ -219,11 +222,12 @@ class ExcitationRun:
         self._qd = vel[idx] if vel.size == len(names) and np.isfinite(vel[idx]).all() else None
         self._last_js = now
         self._last_js_wall = wall
+        # A stamp more than a second away from the receive time is on another clock: use `now`.
+        t = float(stamp) if stamp and abs(float(stamp) - now) < 1.0 else now
+        self._last_js_stamp = t
         m = self._motion
         if m is None or m.started_at is None or self.settings.dry_run:
             return []
-        # A stamp more than a second away from the receive time is on another clock: use `now`.
-        t = float(stamp) if stamp and abs(float(stamp) - now) < 1.0 else now
         if t - self._last_check < self.settings.tracking_period:
             return []
         self._last_check = t
