@@ -119,7 +119,8 @@ class TestRealController(Spinning, unittest.TestCase):
         # a second trajectory controller of five joints: the "other joints" refusal
         doc["controller_manager"]["ros__parameters"]["jtc_five_joints"] = {
             "type": "joint_trajectory_controller/JointTrajectoryController"}
-        five = dict(doc["joint_trajectory_controller"]["ros__parameters"])
+        import copy
+        five = copy.deepcopy(doc["joint_trajectory_controller"]["ros__parameters"])   # no YAML aliases: rcl refuses them
         five["joints"] = list(JOINTS[:5])
         five["constraints"] = {k: v for k, v in five["constraints"].items() if k != "wrist_3"}
         doc["jtc_five_joints"] = {"ros__parameters": five}
