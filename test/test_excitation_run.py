@@ -180,7 +180,8 @@ def test_stale_joint_states_cancel_the_goal(limits):
 def test_stale_joint_states_abort_on_the_wall_clock_when_the_clock_stops(limits, use_action):
     """Sim time: the joint-state publisher is also the /clock source; when it dies the
     node's clock stops, so only the wall clock can see the joint states go stale."""
-    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action))
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action,
+                                                                 require_controller_state=False))
     f = Follower(run, START)
     wall = 1000.0
     run.on_joint_state(f.now, JOINTS, START, wall=wall)
@@ -200,7 +201,8 @@ def test_stale_joint_states_abort_on_the_wall_clock_when_the_clock_stops(limits,
     assert acts[-1].phase == Phase.ABORTED and "wall clock" in acts[-1].detail
     assert run.phase == Phase.ABORTED
     # without the wall clock the same frozen clock never fires: the reason for it
-    run2 = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action))
+    run2 = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=use_action,
+                                                                 require_controller_state=False))
     run2.on_joint_state(frozen, JOINTS, START)
     run2.start(frozen)
     run2.on_goal_response(frozen, True)
@@ -277,7 +279,7 @@ def test_approach_that_misses_the_start_pose_aborts(limits):
 
 
 def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
-    s = ExcitationSettings(use_action=False, settle_time=0.2)
+    s = ExcitationSettings(use_action=False, settle_time=0.2, require_controller_state=False)
     run = ExcitationRun(excitation(), limits, s)
     f = Follower(run, START - 0.1)
     f.feed()
@@ -326,7 +328,8 @@ def idle_for(f, run, seconds, dt=0.01):
 
 
 def test_topic_mode_finishes_after_settle_time(limits):
-    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, settle_time=0.3))
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, settle_time=0.3,
+                                                                  require_controller_state=False))
     f = Follower(run, START)
     f.feed()
     (send,) = sends(run.start(f.now))
@@ -488,7 +491,8 @@ def test_closed_chain_approach_is_refused_when_a_passive_joint_leaves_its_limits
 def test_a_long_planning_is_no_stale_joint_state_and_the_clock_starts_when_sent(limits):
     """Issue 30: the approach was planned inside the timer callback (0.6 s here); the next tick ran
     before the joint states queued meanwhile and aborted on the node's clock at once."""
-    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=False))
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(joint_state_timeout=0.5, use_action=False,
+                                                                 require_controller_state=False))
     run.on_joint_state(100.0, JOINTS, START - 0.2, wall=10.0)
     acts = run.start(100.0, clock=lambda: 100.6)
     (send,) = sends(acts)
@@ -541,7 +545,7 @@ def test_a_controller_that_stops_publishing_its_state_is_caught_by_the_tick(limi
 
 @pytest.mark.parametrize("use_action,stamp", [(True, 100.2), (False, 3.0e9)])
 def test_no_controller_verdict_on_the_action_interface_or_another_clock(limits, use_action, stamp):
-    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=use_action))
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=use_action, require_controller_state=False))
     run.on_joint_state(100.0, JOINTS, START - 0.2)
     run.start(100.0)
     run.on_goal_response(100.0, True)
@@ -584,3 +588,20 @@ def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
     pt = hold.points["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
     assert pt["positions"][0] == pytest.approx(START[0] + 1.0 * (0.2 + 0.5 * T))
+
+
+def test_the_topic_interface_refuses_to_start_without_the_controllers_state_or_joints(limits):
+    """An inactive joint_trajectory_controller publishes no state and ignores the topic: nothing is
+    sent. A controller of other joints refuses our trajectory: said before anything moves."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False))
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    acts = run.start(100.0)
+    assert not sends(acts) and "no state from the trajectory controller" in acts[-1].detail
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False))
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    run.on_controller_state(100.0, JOINTS[:5], 3.0, 100.0)
+    acts = run.start(100.0)
+    assert not sends(acts) and "does not command joint(s) wrist_3" in acts[-1].detail
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, require_controller_state=False))
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    assert sends(run.start(100.0))                  # another controller: sent, watched by the tracking error

@@ -61,7 +61,7 @@ SECTIONS = ("identification", "excitation", "simulation", "payload", "springs", 
 # The nodes' own ROS parameters (robot_ident/nodes/; test_config checks the list is complete).
 NODE_PARAMETERS = (
     "acceptance_timeout", "allow_without_collision_model", "approach_acceleration", "approach_min_duration",
-    "approach_speed", "approach_tolerance", "autostart", "max_state_age",
+    "approach_speed", "approach_tolerance", "autostart", "max_state_age", "require_controller_state",
     "clock_rate", "config_file", "control_rate", "controller", "current_topic", "design_time", "diagnostics_topic",
     "dry_run", "dynamic_joint_state_rate", "goal_time_tolerance", "goal_tolerance", "identify_on_abort",
     "initial_positions", "input_kind", "input_topic", "interface", "joint_state_rate", "joint_state_timeout",

@@ -35,7 +35,7 @@ from ..online.excitation_run import (
     PublishState,
     SendTrajectory,
 )
-from ..online.msg_build import joint_trajectory_message
+from ..online.msg_build import controller_state_fields, joint_trajectory_message
 from ..online.shutdown import require_file_parameter
 from ._common import (
     LATEST_DEPTH,
@@ -129,7 +129,7 @@ class ExcitationNode(Node):
                                f"{float(plan.trajectory.duration):.2f} s; {run.report.summary()}; "
                                f"{plan.collision_report.summary()}")
         with self._lock:
-            self.run = run
+            self.run, self._ready_at = run, time.monotonic()
         self._publish_state(Phase.IDLE, "ready")
 
     def _now(self) -> float:
@@ -234,14 +234,10 @@ class ExcitationNode(Node):
                                                       wall=time.monotonic()))
 
     def _on_controller_state(self, msg) -> None:
-        ref = getattr(msg, "reference", None) or getattr(msg, "desired", None)   # Humble before 2.2x: desired
-        if ref is None:
-            return
-        age = ref.time_from_start.sec + 1e-9 * ref.time_from_start.nanosec
-        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        fields = controller_state_fields(msg)
         with self._lock:
-            if self.run is not None and self._clock_running():
-                self._execute(self.run.on_controller_state(self._now(), list(msg.joint_names), age, stamp))
+            if fields and self.run is not None and self._clock_running():
+                self._execute(self.run.on_controller_state(self._now(), *fields))
 
     def _clock_running(self) -> bool:
         """With use_sim_time the clock reads 0 until the first /clock message."""
@@ -252,6 +248,8 @@ class ExcitationNode(Node):
         age = self.run.joint_state_age(self._now())
         if age is None or age > self._settings.joint_state_timeout:
             return False
+        if self.traj_pub is not None and self.run.controller_joints is None and time.monotonic() < self._ready_at + 3:
+            return False                # the controller's state first (start() refuses without it)
         return self.action is None or self._settings.dry_run or self.action.server_is_ready()
 
     def _on_timer(self) -> None:

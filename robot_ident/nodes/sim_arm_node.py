@@ -24,7 +24,7 @@ import numpy as np
 import rclpy
 from builtin_interfaces.msg import Time
 from control_msgs.action import FollowJointTrajectory
-from control_msgs.msg import DynamicJointState, InterfaceValue
+from control_msgs.msg import DynamicJointState, InterfaceValue, JointTrajectoryControllerState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -89,6 +89,9 @@ class SimArmNode(Node):
         self.js_pub = self.create_publisher(JointState, "/joint_states", q)
         self.djs_pub = self.create_publisher(DynamicJointState, "/dynamic_joint_states", q)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10) if self.publish_clock else None
+        # like the joint_trajectory_controller: the running trajectory's start (excitation_node's topic check)
+        self.state_pub = self.create_publisher(JointTrajectoryControllerState, f"/{controller}/controller_state", 10)
+        self.state_every = max(1, int(round(rate / 100.0)))
         cb = ReentrantCallbackGroup()
         self.create_subscription(JointTrajectory, f"/{controller}/joint_trajectory", self._on_trajectory, 10,
                                  callback_group=cb)
@@ -124,6 +127,8 @@ class SimArmNode(Node):
                         DynamicJointState, InterfaceValue, Header, Time, stamp, self.joints,
                         {"position": out.q, "velocity": out.qd, "effort": out.effort, "current": cur},
                         array=float_array))
+                if k % self.state_every == 0:
+                    self.state_pub.publish(self._controller_state(stamp))
                 if self.clock_pub is not None and k % self.clock_every == 0:
                     self.clock_pub.publish(clock_message(self._types, int(round(out.t * _NS))))
             except Exception as exc:        # context shut down under us
@@ -134,6 +139,16 @@ class SimArmNode(Node):
                 ahead = out.t / self.rtf - (time.monotonic() - wall0)
                 if ahead > 0.002:
                     time.sleep(ahead)
+
+    def _controller_state(self, stamp_ns: int):
+        msg = JointTrajectoryControllerState()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, _NS)
+        msg.joint_names = self.joints
+        with self._lock:
+            since = max(0.0, stamp_ns / _NS - self.arm.follower.started())
+            msg.reference.positions = float_array(self.arm.follower.desired(stamp_ns / _NS)[0][0])
+        msg.reference.time_from_start.sec, msg.reference.time_from_start.nanosec = divmod(int(since * _NS), _NS)
+        return msg
 
     # -------------------------------------------------------- trajectories
     def _set(self, msg) -> tuple[int, str, int]:

@@ -88,8 +88,9 @@ class ExcitationSettings:
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
     stop_time: float = 0.1                # shortest time to come to rest when aborting, longer where the
     #                                       acceleration limits need it (measured on ROS: docs/ros2.md)
-    acceptance_timeout: float = 0.1       # topic mode: the controller's state must show the sent trajectory
+    acceptance_timeout: float = 0.5       # topic mode: the controller's state must show the sent trajectory
     #                                       as started within this [s] (when it publishes ~/controller_state)
+    require_controller_state: bool = True   # topic mode: refuse to start without the controller's state
     rest_tolerance: float = 1e-6          # |qd(0)|, |qdd(0)| of the excitation
 
     def __post_init__(self):
@@ -126,6 +127,9 @@ SETTING_PARAMETERS = {
     "result_timeout": ("action interface: abort when no result this long after the expected end [s]", 0.1, 60.0),
     "stop_time": ("an abort's hold trajectory comes to rest in this time, or longer where the acceleration "
                   "limits need it [s]", 0.02, 5.0),
+    "require_controller_state": ("topic interface: refuse to start when the controller publishes no "
+                                 "~/controller_state (an inactive joint_trajectory_controller; false: another "
+                                 "controller, refusals then seen only through the tracking error)", None, None),
     "acceptance_timeout": ("topic interface: abort when the controller's ~/controller_state does not show "
                            "the sent trajectory running within this [s]", 0.01, 5.0),
 }

@@ -261,6 +261,9 @@ class ExcitationRun:
                                     f"{', '.join(self.joint_names)}; not starting")
         if now - self._last_js > s.joint_state_timeout:
             return self._abort(now, f"joint states are {now - self._last_js:.3g} s old; not starting")
+        refused = self._controller_refusal()
+        if refused:
+            return self._abort(now, refused + "; not moving")
         lim = approach_limits(self.limits)
         outside = [j for k, j in enumerate(self.joint_names)
                    if not lim.lower[k] <= self._q[k] <= lim.upper[k]]
@@ -317,6 +320,22 @@ class ExcitationRun:
             return self._not_taken(now, m, f"its running trajectory started {m.sent_at - started:.3g} s before "
                                            "ours was sent")
         return []
+
+    def _controller_refusal(self) -> str:
+        """Topic interface, before anything is sent: why the controller will not run our
+        trajectories ('' when nothing says so)."""
+        s = self.settings
+        if s.use_action or s.dry_run:
+            return ""
+        if self.controller_joints is None:
+            return ("no state from the trajectory controller (its ~/controller_state): it is not active, or not a "
+                    "joint_trajectory_controller (then set require_controller_state false)"
+                    if s.require_controller_state else "")
+        missing = [j for j in self.joint_names if j not in self.controller_joints]
+        if missing:
+            return (f"the controller does not command joint(s) {', '.join(missing)}; its joints are "
+                    f"{', '.join(self.controller_joints)}")
+        return ""
 
     def _not_taken(self, now: float, m: _Motion, why: str) -> list:
         theirs = list(self.controller_joints or ())

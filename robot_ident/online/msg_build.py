@@ -67,6 +67,16 @@ def duration_seconds(d) -> float:
     return int(d.sec) + int(d.nanosec) * 1e-9
 
 
+def controller_state_fields(msg) -> tuple | None:
+    """(joint names, seconds since the running trajectory's start, header stamp in seconds) of a
+    control_msgs/JointTrajectoryControllerState (``reference``; Humble's older releases only fill
+    ``desired``), None without either."""
+    ref = getattr(msg, "reference", None) or getattr(msg, "desired", None)
+    if ref is None:
+        return None
+    return list(msg.joint_names), duration_seconds(ref.time_from_start), duration_seconds(msg.header.stamp)
+
+
 # ---------------------------------------------------------------- JointTrajectory
 def joint_trajectory_message(types: MessageTypes, points: dict, stamp_ns: int = 0):
     """trajectory_msgs/JointTrajectory from `trajectory_points`' dict. ``stamp_ns`` 0 means

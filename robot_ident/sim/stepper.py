@@ -193,6 +193,10 @@ class TrajectoryFollower:
             return q, z, z.copy()
         return self._traj.sample(np.array([tau]))
 
+    def started(self) -> float:
+        """When the current trajectory (or hold) started, on the sim clock."""
+        return self._t0
+
     def end_time(self) -> float:
         return self._t0 + float(self._traj.duration)
 
