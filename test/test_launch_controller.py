@@ -305,7 +305,7 @@ class TestRealController(Spinning, unittest.TestCase):
 
     def test_inactive_controller_is_refused_topic(self):
         self.switch([], ["joint_trajectory_controller"])
-        self._refused("topic", "joint_trajectory_controller", "did not take")
+        self._refused("topic", "joint_trajectory_controller", "no state from the trajectory controller")
 
     def test_other_joints_are_refused_action(self):
         self.switch(["jtc_five_joints"], ["joint_trajectory_controller"])
@@ -313,7 +313,7 @@ class TestRealController(Spinning, unittest.TestCase):
 
     def test_other_joints_are_refused_topic(self):
         self.switch(["jtc_five_joints"], ["joint_trajectory_controller"])
-        self._refused("topic", "jtc_five_joints", "the controller's joints are shoulder_pan")
+        self._refused("topic", "jtc_five_joints", "does not command joint(s) wrist_3")
 
     def test_twenty_starts_from_random_poses_reach_exciting(self):
         """Issue 30: started where a previous run stopped, the node aborted 4 of 6 times on
