@@ -17,6 +17,7 @@ Figures go to stdout (and $ROBOT_IDENT_CONTROLLER_FIGURES when set). Skipped whe
 or controller_manager is absent (CI); run it in a ROS environment with robot_ident and
 ros2_control installed: ``python -m pytest -s test/test_launch_controller.py``.
 """
+import os
 import signal
 import subprocess
 import tempfile
@@ -120,7 +121,8 @@ class TestRealController(Spinning, unittest.TestCase):
         doc["controller_manager"]["ros__parameters"]["jtc_five_joints"] = {
             "type": "joint_trajectory_controller/JointTrajectoryController"}
         import copy
-        five = copy.deepcopy(doc["joint_trajectory_controller"]["ros__parameters"])   # no YAML aliases: rcl refuses them
+        # a deep copy: no YAML aliases in the file (rcl's parser refuses them)
+        five = copy.deepcopy(doc["joint_trajectory_controller"]["ros__parameters"])
         five["joints"] = list(JOINTS[:5])
         five["constraints"] = {k: v for k, v in five["constraints"].items() if k != "wrist_3"}
         doc["jtc_five_joints"] = {"ros__parameters": five}
@@ -199,6 +201,10 @@ class TestRealController(Spinning, unittest.TestCase):
         moving = np.nonzero(np.abs(qd[k0:]).max(axis=1) >= REST_SPEED)[0]
         rest = t[k0 + moving[-1]] if moving.size else t[k0]
         self.assertGreater(t[-1] - rest, 0.5, "at rest for a while after")
+        traces = os.environ.get("ROBOT_IDENT_CONTROLLER_TRACES")      # a folder: the joint states, for a look
+        if traces:
+            np.savez(Path(traces) / f"{self.id().split('.')[-1]}.npz", t=t, qd=qd,
+                     q=np.array([q for _, q, _ in self.js]), t_stop=t_stop_stamp)
         v0 = np.abs(qd[max(k0 - 1, 0)])
         seg = slice(max(k0 - 1, 0), k0 + (moving[-1] + 2 if moving.size else 2))
         dt = np.diff(t[seg])
