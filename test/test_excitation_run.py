@@ -309,7 +309,8 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
     acc = limits.bounds().acceleration
     assert T == pytest.approx(max(s.stop_time, float((np.abs(qd_cmd) / acc).max())), rel=1e-6)
     assert np.all(np.abs(qd_cmd) / T <= acc * (1 + 1e-6))
-    assert np.allclose(pt["positions"], np.clip(q_before + 0.5 * qd_cmd * T, limits.lower, limits.upper), atol=1e-9)
+    lead = run.expected_latency() + 0.5 * T          # the controller takes the hold after its latency
+    assert np.allclose(pt["positions"], np.clip(q_before + qd_cmd * lead, limits.lower, limits.upper), atol=1e-9)
     run._qd = np.where(np.arange(len(run._q)) == 0, 4.0 * limits.bounds().acceleration[0], 0.0)   # fast joint 1
     pt = run.hold_points()["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
@@ -568,7 +569,7 @@ def test_the_hold_brakes_at_the_acceleration_limit_from_the_measured_velocity(li
     assert T == pytest.approx(float((np.abs(qd) / acc).max()), rel=1e-6) and T > 0.1
     # a cubic from (q(t0), qd) at t0 to (target, 0) at t0 + T: peak deceleration, with the joint state
     # carried forward by its age (0.02 s) so the target is not behind the arm
-    q0 = START + qd * 0.02
+    q0 = START + qd * (0.02 + run.expected_latency())      # where the controller starts braking
     dx = np.array(pt["positions"]) - q0
     peak = np.abs(6 * dx / T**2 - 4 * qd / T)
     assert np.all(peak <= acc * (1 + 1e-6)) and state.detail == "stop service called"
@@ -587,7 +588,7 @@ def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
     (hold, _) = run.stop(100.5)
     pt = hold.points["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert pt["positions"][0] == pytest.approx(START[0] + 1.0 * (0.2 + 0.5 * T))
+    assert pt["positions"][0] == pytest.approx(START[0] + 1.0 * (0.2 + run.expected_latency() + 0.5 * T))
 
 
 def test_the_topic_interface_refuses_to_start_without_the_controllers_state_or_joints(limits):
@@ -605,3 +606,23 @@ def test_the_topic_interface_refuses_to_start_without_the_controllers_state_or_j
     run = ExcitationRun(excitation(), limits, ExcitationSettings(use_action=False, require_controller_state=False))
     run.on_joint_state(100.0, JOINTS, START - 0.2)
     assert sends(run.start(100.0))                  # another controller: sent, watched by the tracking error
+
+
+def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(limits):
+    """Found on the real controller: a hold point computed for an immediate start was 50-100 ms
+    behind the arm by the time the controller ran it, and its cubic braked at up to 4x the limit.
+    The controller's state gives the latency of each sent trajectory; the hold allows for it."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
+    assert run.expected_latency() == pytest.approx(0.02)               # before any measurement
+    run.on_joint_state(100.0, JOINTS, START - 0.2)
+    run.on_controller_state(100.0, JOINTS, 30.0, 100.0)
+    run.start(100.0)                                                    # approach goal sent at 100.0
+    run.on_controller_state(100.05, JOINTS, 0.003, 100.05)              # running since 100.047
+    assert run.latencies == [pytest.approx(0.047)] and run._motion.started_at == pytest.approx(100.047)
+    run.on_goal_response(100.06, True)                                  # later: not the clock any more
+    assert run._motion.started_at == pytest.approx(100.047)
+    qd = np.array([1.0, 0, 0, 0, 0, 0])
+    run.on_joint_state(100.2, JOINTS, START - 0.2, qd, stamp=100.2)
+    pt = run.stop(100.2)[0].points["points"][0]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    assert pt["positions"][0] == pytest.approx(START[0] - 0.2 + 1.0 * (0.047 + 0.5 * T))

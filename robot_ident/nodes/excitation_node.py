@@ -91,11 +91,11 @@ class ExcitationNode(Node):
             self.action = ActionClient(self, FollowJointTrajectory, f"/{controller}/follow_joint_trajectory")
         elif interface == "topic":
             self.traj_pub = self.create_publisher(JointTrajectory, f"/{controller}/joint_trajectory", 10)
-            # The controller only logs a trajectory it refuses: its state shows whether it runs ours.
-            self.create_subscription(JointTrajectoryControllerState, f"/{controller}/controller_state",
-                                     self._on_controller_state, 10)
         else:
             raise ValueError(f"parameter interface must be 'action' or 'topic', got {interface!r}")
+        # The controller's state: whether it runs what was sent (it only logs a refused topic trajectory), and when
+        self.create_subscription(JointTrajectoryControllerState, f"/{controller}/controller_state",
+                                 self._on_controller_state, 10)
         self._publish_state(Phase.IDLE, "loading")
 
         # Loading (or designing) the plan may take a while: a thread, the executor keeps spinning.

@@ -66,6 +66,9 @@ from .excitation_actions import (  # noqa: F401  (the node and the tests import 
 )
 
 
+DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
+
+
 # -------------------------------------------------------------------- state machine
 @dataclass
 class _Motion:
@@ -124,6 +127,7 @@ class ExcitationRun:
         self._last_js_wall: float | None = None
         self._stale_seen: tuple | None = None   # the last joint state's times, seen stale by a tick
         self.controller_joints: tuple | None = None   # from the controller's state, when it publishes one
+        self.latencies: list[float] = []        # s from sending a trajectory to the controller running it
         self.max_tracking_error_seen = 0.0
         self._last_check = -np.inf
 
@@ -169,6 +173,11 @@ class ExcitationRun:
             return m.trajectory.sample(np.array([tau]))[1][0]
         return np.zeros_like(self._q)
 
+    def expected_latency(self) -> float:
+        """From sending a trajectory to the controller running it: the median of the last five
+        measured (on the controller's state), DEFAULT_LATENCY before any."""
+        return float(np.median(self.latencies[-5:])) if self.latencies else DEFAULT_LATENCY
+
     def hold_points(self, now: float | None = None) -> dict:
         """One point at rest near the current position: where the arm stops, decelerating
         uniformly from its current velocity within `stop_time`, or longer where that would
@@ -185,6 +194,7 @@ class ExcitationRun:
         stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
         t = self._last_js_stamp
         age = 0.0 if now is None or t is None else min(max(now - t, 0.0), 0.25)
+        age += self.expected_latency()     # the controller starts braking from where the arm is by then
         target = np.clip(self._q + qd * (age + 0.5 * stop), self.limits.lower, self.limits.upper)
         ns = int(round(stop * 1e9))
         z = [0.0] * len(self.joint_names)
@@ -303,10 +313,12 @@ class ExcitationRun:
         time_from_start``), at `stamp` (the header's, same clock as `now`). On the topic
         interface a trajectory the controller refuses is only logged by the controller; here
         the controller's running trajectory must have started after ours was sent, within
-        `acceptance_timeout`, else the run aborts naming the controller's joints."""
+        `acceptance_timeout`, else the run aborts naming the controller's joints. On both
+        interfaces the controller's start of each sent trajectory sets the tracking clock and
+        measures the latency from sending to running, which the abort's hold allows for."""
         self.controller_joints = tuple(joint_names)
         m = self._motion
-        if m is None or m.taken or self.settings.use_action or self.settings.dry_run or not self.active:
+        if m is None or m.taken or self.settings.dry_run or not self.active:
             return []
         t = float(stamp) if stamp else now
         if abs(t - now) > 1.0:          # the controller runs on another clock: no verdict possible
@@ -315,8 +327,9 @@ class ExcitationRun:
         if started >= m.sent_at - 0.02:
             m.taken = True
             m.started_at = max(m.sent_at, min(started, t))   # the controller's own start: the tracking clock
+            self.latencies.append(m.started_at - m.sent_at)
             return []
-        if t - m.sent_at > self.settings.acceptance_timeout:
+        if not self.settings.use_action and t - m.sent_at > self.settings.acceptance_timeout:
             return self._not_taken(now, m, f"its running trajectory started {m.sent_at - started:.3g} s before "
                                            "ours was sent")
         return []
@@ -354,7 +367,8 @@ class ExcitationRun:
             self._motion = None
             return [self._set(Phase.ABORTED, f"the controller rejected the {m.phase.value} goal"
                                              + (f": {reason}" if reason else ""))]
-        m.started_at = now
+        if not m.taken:                 # the controller's state, when it came first, is the better clock
+            m.started_at = now
         return []
 
     def on_result(self, now: float, status: int, error_code: int = 0, error_string: str = "") -> list:
