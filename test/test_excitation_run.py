@@ -623,6 +623,11 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     assert run._motion.started_at == pytest.approx(100.047)
     qd = np.array([1.0, 0, 0, 0, 0, 0])
     run.on_joint_state(100.2, JOINTS, START - 0.2, qd, stamp=100.2)
-    pt = run.stop(100.2)[0].points["points"][0]
+    hold = run.stop(100.2)[0].points
+    pt = hold["points"][0]
+    # anchored in time (the controller's stamps agree with our clock): from the joint state's stamp,
+    # coast for the expected latency, then brake uniformly at the limit (shoulder_pan: 1 rad/s at 6 rad/s^2)
+    assert hold["stamp_ns"] == pytest.approx(100.2e9)
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert pt["positions"][0] == pytest.approx(START[0] - 0.2 + 1.0 * (0.047 + 0.5 * T))
+    assert T == pytest.approx(0.047 + 1.0 / limits.bounds().acceleration[0], abs=1e-6)
+    assert pt["positions"][0] == pytest.approx(START[0] - 0.2 + 1.0 * (0.047 + 0.5 * (T - 0.047)))

@@ -128,6 +128,7 @@ class ExcitationRun:
         self._stale_seen: tuple | None = None   # the last joint state's times, seen stale by a tick
         self.controller_joints: tuple | None = None   # from the controller's state, when it publishes one
         self.latencies: list[float] = []        # s from sending a trajectory to the controller running it
+        self.controller_same_clock = False      # its state's stamps agree with our clock (within 1 s)
         self.max_tracking_error_seen = 0.0
         self._last_check = -np.inf
 
@@ -183,9 +184,11 @@ class ExcitationRun:
         uniformly from its current velocity within `stop_time`, or longer where that would
         brake a joint harder than its acceleration limit, clipped to the limits. The
         joint_trajectory_controller interpolates from its measured state (position and
-        velocity) to this point with a cubic, so the braking is the uniform one; the last
-        joint state is carried forward from when it was measured to `now` (at most 0.25 s)
-        so the point is not behind the arm."""
+        velocity) to this point with a cubic, so the braking is the uniform one if it starts
+        where the point assumes: the last joint state carried forward from when it was measured
+        by its age (at most 0.25 s) and the expected latency to the controller. With the
+        controller on this clock the point is anchored in time (stamp: the joint state's): a
+        latency other than expected costs half the position error, and the rest comes on time."""
         s = self.settings
         qd = self._velocity_now(now if now is not None else self._last_js)
         acc = np.asarray(self.limits.bounds().acceleration, float)
@@ -194,11 +197,12 @@ class ExcitationRun:
         stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
         t = self._last_js_stamp
         age = 0.0 if now is None or t is None else min(max(now - t, 0.0), 0.25)
-        age += self.expected_latency()     # the controller starts braking from where the arm is by then
-        target = np.clip(self._q + qd * (age + 0.5 * stop), self.limits.lower, self.limits.upper)
-        ns = int(round(stop * 1e9))
+        lead = age + self.expected_latency()     # the controller starts braking from where the arm is by then
+        target = np.clip(self._q + qd * (lead + 0.5 * stop), self.limits.lower, self.limits.upper)
+        anchored = self.controller_same_clock and t is not None and now is not None
+        ns = int(round((lead + stop if anchored else stop) * 1e9))
         z = [0.0] * len(self.joint_names)
-        return {"joint_names": list(self.joint_names),
+        return {"joint_names": list(self.joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
                 # no accelerations: the joint_trajectory_controller then interpolates a cubic, whose
                 # deceleration from qd to rest over `stop` is uniform (a quintic would peak at 1.5x)
                 "points": [{"positions": target.tolist(), "velocities": z,
@@ -317,11 +321,12 @@ class ExcitationRun:
         interfaces the controller's start of each sent trajectory sets the tracking clock and
         measures the latency from sending to running, which the abort's hold allows for."""
         self.controller_joints = tuple(joint_names)
+        t = float(stamp) if stamp else now
+        self.controller_same_clock = bool(stamp) and abs(t - now) < 1.0
         m = self._motion
         if m is None or m.taken or self.settings.dry_run or not self.active:
             return []
-        t = float(stamp) if stamp else now
-        if abs(t - now) > 1.0:          # the controller runs on another clock: no verdict possible
+        if not self.controller_same_clock:      # the controller runs on another clock: no verdict possible
             return []
         started = t - float(reference_age)
         if started >= m.sent_at - 0.02:
@@ -335,8 +340,7 @@ class ExcitationRun:
         return []
 
     def _controller_refusal(self) -> str:
-        """Topic interface, before anything is sent: why the controller will not run our
-        trajectories ('' when nothing says so)."""
+        """Topic interface, before anything is sent: why the controller will not run ours ('': none)."""
         s = self.settings
         if s.use_action or s.dry_run:
             return ""

@@ -79,8 +79,9 @@ def controller_state_fields(msg) -> tuple | None:
 
 # ---------------------------------------------------------------- JointTrajectory
 def joint_trajectory_message(types: MessageTypes, points: dict, stamp_ns: int = 0):
-    """trajectory_msgs/JointTrajectory from `trajectory_points`' dict. ``stamp_ns`` 0 means
-    "start when received" for the joint_trajectory_controller."""
+    """trajectory_msgs/JointTrajectory from `trajectory_points`' dict. ``stamp_ns`` (else the
+    dict's own ``stamp_ns``) 0 means "start when received" for the joint_trajectory_controller."""
+    stamp_ns = stamp_ns or int(points.get("stamp_ns", 0))
     pts = []
     for p in points["points"]:
         tfs = p["time_from_start"]
