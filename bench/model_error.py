@@ -31,6 +31,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--scale", type=float, default=0.5)
     ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--rigid-body", action="store_true",
+                    help="compare without the joint friction and offset terms (Fc, Fv, off) on both sides: "
+                         "a simulator whose friction law is not the URDF's (Gazebo's DART) is then judged on "
+                         "the rigid-body dynamics alone")
     a = ap.parse_args()
     d, base, values, _ = load_result(a.result)
     joints, locked, friction, _ = _result_robot(d, a.result / "result.yaml")
@@ -44,12 +48,20 @@ def main() -> None:
                                                   lim.velocity * a.scale, acc, seed=a.seed)
     t = np.arange(0.0, a.duration, 0.005)
     q, qd, qdd = traj.sample(t)
-    true = (truth.regressor(q, qd, qdd) @ truth.nominal).reshape(-1, truth.n)
+    theta_true = truth.nominal.copy()
+    if a.rigid_body:
+        friction_terms = ("Fc", "Fv", "off")
+        theta_true[[k for k, n in enumerate(truth.layout.names) if n.split(".")[-1] in friction_terms]] = 0.0
+        lone = [k for k, n in enumerate(base.names) if n.split(".")[-1] in friction_terms]   # base terms of their own
+        values = values.copy()
+        values[lone] = 0.0
+    true = (truth.regressor(q, qd, qdd) @ theta_true).reshape(-1, truth.n)
     pred = (base.regressor(model.regressor(q, qd, qdd)) @ values).reshape(-1, truth.n)
     rms = np.sqrt(np.mean((pred - true) ** 2, axis=0))
     ref = np.sqrt(np.mean(true ** 2, axis=0))
     print(f"result {a.result} against {a.urdf} ({d.get('method', '?')}), "
-          f"held-out Fourier trajectory seed {a.seed}, {a.duration:g} s, limits x {a.scale:g}")
+          f"held-out Fourier trajectory seed {a.seed}, {a.duration:g} s, limits x {a.scale:g}"
+          + (", rigid body only" if a.rigid_body else ""))
     for j, e, r in zip(joints, rms, ref):
         print(f"  {j:16s} model error {e:8.4g} of RMS {r:8.4g}  ({100 * e / r:6.2f} %)")
     print(f"  worst {100 * float((rms / ref).max()):.2f} % of effort RMS")
