@@ -75,6 +75,21 @@ def description(q0) -> str:
 
 
 
+def peak_acceleration_ratio(t, qd, window=0.01):
+    """Largest |acceleration| over the limit, from velocity changes over `window` seconds: the
+    mock's joint states carry one controller cycle's jitter (a late cycle's change stamped with
+    the next), so a 1 ms difference reads up to 4x what the motion does."""
+    if t.size < 2:
+        return 0.0
+    k = np.searchsorted(t, t + window)
+    ok = k < t.size
+    if not ok.any():
+        return 0.0
+    i = np.nonzero(ok)[0]
+    acc = np.abs(qd[k[i]] - qd[i]) / (t[k[i]] - t[i])[:, None]
+    return float((acc / ACC).max())
+
+
 class Processes:
     def __init__(self):
         self.procs = []
@@ -207,9 +222,7 @@ class TestRealController(Spinning, unittest.TestCase):
                      q=np.array([q for _, q, _ in self.js]), t_stop=t_stop_stamp)
         v0 = np.abs(qd[max(k0 - 1, 0)])
         seg = slice(max(k0 - 1, 0), k0 + (moving[-1] + 2 if moving.size else 2))
-        dt = np.diff(t[seg])
-        acc = np.abs(np.diff(qd[seg], axis=0)) / np.maximum(dt, 1e-4)[:, None]
-        ratio = float((acc / ACC).max()) if acc.size else 0.0
+        ratio = peak_acceleration_ratio(t[seg], qd[seg])
         need = float((v0 / ACC).max())
         return {"speed_at_stop": round(float(v0.max()), 3), "to_rest_s": round(float(rest - t_stop_stamp), 4),
                 "target_s": round(max(0.3, need + 0.05), 4), "peak_deceleration_over_limit": round(ratio, 3)}
