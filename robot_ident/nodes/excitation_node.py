@@ -24,10 +24,9 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ..io.config import load_config
-from ..online.excitation_actions import GOAL_PARAMETERS, SETTING_PARAMETERS
-from ..online.excitation_plan import prepare_excitation
-from ..online.excitation_run import (
-    ExcitationRun,
+from ..online.excitation_actions import (
+    GOAL_PARAMETERS,
+    SETTING_PARAMETERS,
     ExcitationSettings,
     HoldPosition,
     Phase,
@@ -35,6 +34,8 @@ from ..online.excitation_run import (
     PublishState,
     SendTrajectory,
 )
+from ..online.excitation_plan import prepare_excitation
+from ..online.excitation_run import ExcitationRun
 from ..online.msg_build import controller_state_fields, joint_trajectory_message
 from ..online.shutdown import require_file_parameter
 from ._common import (
