@@ -330,3 +330,21 @@ def test_stamp_gaps_count_missing_periods():
     assert loss.lost == 4 and loss.gaps == 2 and loss.period_s == pytest.approx(1e-3)
     assert loss.received == len(stamps) + 2
     assert StampGaps().loss().period_s is None
+
+
+def test_a_raw_recording_of_a_shared_topic_keeps_the_joint_states(tmp_path):
+    """Currents in the joint states' effort field: one topic, recorded once (a mapping keyed by
+    topic let the absent current connection replace the joint states')."""
+    from robot_ident.data.bag import JOINT_STATE, make_typestore
+    from robot_ident.online.recording_bag import BagRecorder
+    ts = make_typestore()
+    T = ts.types
+    rec = BagRecorder(tmp_path / "bag", "/joint_states", "/joint_states", "joint_state")
+    for k in range(5):
+        m = T[JOINT_STATE](header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=1, nanosec=k * 1000),
+                                                            frame_id=""),
+                           name=["a"], position=np.array([0.1 * k]), velocity=np.array([0.0]), effort=np.array([1.0]))
+        rec.write_raw("/joint_states", bytes(ts.serialize_cdr(m, JOINT_STATE)), 10 + k)
+    rec.close()
+    assert rec.messages == 5 and rec.loss()["/joint_states"].received == 5
+    assert len(bag_messages(tmp_path / "bag")) == 5

@@ -65,7 +65,9 @@ class BagRecorder:
         self.gaps = {joint_states_topic: StampGaps()}
         if self._cur is not None:
             self.gaps[current_topic] = StampGaps()
-        self._topics = {joint_states_topic: self._js, current_topic: self._cur}
+        self._topics = {joint_states_topic: self._js}
+        if self._cur is not None:           # a current topic of its own (not the joint states' efforts)
+            self._topics[current_topic] = self._cur
 
     def write_raw(self, topic: str, data: bytes, received_ns: int) -> None:
         """A message as the middleware delivered it (CDR, what rosbag2 stores): written as
