@@ -341,8 +341,8 @@ def test_a_raw_recording_of_a_shared_topic_keeps_the_joint_states(tmp_path):
     T = ts.types
     rec = BagRecorder(tmp_path / "bag", "/joint_states", "/joint_states", "joint_state")
     for k in range(5):
-        m = T[JOINT_STATE](header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=1, nanosec=k * 1000),
-                                                            frame_id=""),
+        stamp = T["builtin_interfaces/msg/Time"](sec=1, nanosec=k * 1000)
+        m = T[JOINT_STATE](header=T["std_msgs/msg/Header"](stamp=stamp, frame_id=""),
                            name=["a"], position=np.array([0.1 * k]), velocity=np.array([0.0]), effort=np.array([1.0]))
         rec.write_raw("/joint_states", bytes(ts.serialize_cdr(m, JOINT_STATE)), 10 + k)
     rec.close()
