@@ -148,7 +148,8 @@ def test_nodes_logic_takes_the_closed_chain(hybrid_bags, tmp_path):
     from robot_ident.excitation.families import PolynomialTrajectory
     from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
     from robot_ident.online.excitation_plan import prepare_excitation
-    from robot_ident.online.identification_window import RecordingWindow, identify_streams
+    from robot_ident.online.identification_window import identify_streams
+    from robot_ident.online.recording_window import RecordingWindow
     from test_identification_window import bag_messages, feed
 
     d, _ = hybrid_bags

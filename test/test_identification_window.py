@@ -9,9 +9,9 @@ import yaml
 
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
-from robot_ident.online.identification_window import (DISCARD, IDENTIFY, RecordingWindow, empty_reason,
-                                                      holdout_fraction, identify_recorded, identify_streams,
+from robot_ident.online.identification_window import (holdout_fraction, identify_recorded, identify_streams,
                                                       method_error, result_summary)
+from robot_ident.online.recording_window import DISCARD, IDENTIFY, RecordingWindow, empty_reason
 from robot_ident.io.config import load_config
 from robot_ident.model.robot import RobotModel
 from robot_ident.offline.bag_workflow import identify_bag, simulate_to_bag

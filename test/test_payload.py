@@ -178,7 +178,7 @@ def test_design_simulate_identify_payload_through_the_cli(payload_bag, demo_urdf
 
 def test_node_payload_service_equals_the_command_line(payload_bag, demo_urdf, tmp_path):
     from robot_ident.io.config import load_config
-    from robot_ident.online.identification_window import RecordingWindow
+    from robot_ident.online.recording_window import RecordingWindow
     from robot_ident.online.payload_window import identify_payload_streams
     from test_identification_window import bag_messages, feed
 

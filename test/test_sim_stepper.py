@@ -120,7 +120,8 @@ def test_stepping_matches_the_batch_simulation(model, demo_urdf):
 def test_node_loop_without_ros_recovers_the_simulator(demo_urdf, tmp_path):
     """What sim_arm_node + identification_node do, with rosbags messages instead of topics."""
     from robot_ident.excitation.repeat import Repeated
-    from robot_ident.online.identification_window import IDENTIFY, RecordingWindow, identify_streams, result_summary
+    from robot_ident.online.identification_window import identify_streams, result_summary
+    from robot_ident.online.recording_window import IDENTIFY, RecordingWindow
     from robot_ident.data.bag import make_typestore
     from robot_ident.data.msgs import dynamic_joint_state_message, joint_state_message
 

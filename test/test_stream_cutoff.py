@@ -173,7 +173,8 @@ def test_node_streamed_window_chooses_the_cutoff(bags, demo_urdf, tmp_path):
     """The identification node's streamed window (above its message limit) chooses the
     cutoff as its in-memory window does, with the same parameters."""
     from robot_ident.data.bag import read_streams
-    from robot_ident.online.identification_window import Recorded, identify_recorded, identify_streams
+    from robot_ident.online.identification_window import identify_recorded, identify_streams
+    from robot_ident.online.recording_window import Recorded
     cfg = load_config(bags["config"])
     topics = {cfg.joint_states_topic: ("joint_state", None),
               cfg.current_topic: (cfg.current_kind, cfg.current_interface)}

@@ -46,16 +46,10 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import Trigger
 
 from ..io.config import load_config
-from ..online.identification_window import (
-    IDENTIFY,
-    RecordingWindow,
-    empty_reason,
-    identify_recorded,
-    method_error,
-    result_summary,
-)
+from ..online.identification_window import identify_recorded, method_error, result_summary
 from ..online.msg_build import diagnostic_array, labelled_array
 from ..online.recording_bag import StatusProgress
+from ..online.recording_window import IDENTIFY, RecordingWindow, empty_reason
 from ..online.shutdown import require_file_parameter
 from ._common import (
     declare,

@@ -1,10 +1,11 @@
 """The excitation node's logic without ROS: plan, approach, excite, repeat, abort.
 
 `ExcitationRun` is a state machine driven by events (joint states, goal responses,
-results, a stop request) and by `tick(now)`; every event returns the list of
-`Action`s the node must carry out (send a trajectory, cancel the goal, hold the
-position, publish the state). Times are seconds of the node's clock (sim time when
-use_sim_time is set); the class never reads a clock itself. Joint-state events and
+results, the controller's state, a stop request) and by `tick(now)`; every event
+returns the list of actions (`excitation_actions.Action`) the node must carry out
+(send a trajectory, send the hold trajectory, publish the plan or the state). Times
+are seconds of the node's clock (sim time when use_sim_time is set); the class never
+reads a clock itself. Joint-state events and
 `tick` may also carry `wall`, seconds of a steady (monotonic) clock: stale joint
 states are then judged on both clocks, so the watchdog fires even when the node's
 clock stops (sim time whose /clock source died with the joint-state publisher).
@@ -51,12 +52,11 @@ from ..excitation.constraints import LimitSpec, check_trajectory
 from ..excitation.families import trajectory_points
 from ..excitation.repeat import Repeated
 from .approach import ApproachTrajectory, approach_limits, plan_approach, plan_safe_approach
-from .excitation_actions import (  # noqa: F401  (the node and the tests import them from here too)
+from .excitation_actions import (
     ACTIVE,
     GOAL_STATUS,
     RESULT_ERRORS,
     STATUS_SUCCEEDED,
-    Action,
     ExcitationSettings,
     HoldPosition,
     Phase,
@@ -64,7 +64,6 @@ from .excitation_actions import (  # noqa: F401  (the node and the tests import 
     PublishState,
     SendTrajectory,
 )
-
 
 DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
 

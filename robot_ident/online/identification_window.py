@@ -15,13 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.sync import JointStream
-from .recording_window import (  # noqa: F401  (the node and the tests import them from here too)
-    DISCARD,
-    IDENTIFY,
-    Recorded,
-    RecordingWindow,
-    empty_reason,
-)
+from .recording_window import Recorded
 
 # Recordings longer than this (about 5 min of 1 kHz joint states plus currents) are identified
 # streamed, in bounded memory; shorter ones are read back at once so the input checks run.
