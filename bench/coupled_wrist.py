@@ -15,14 +15,17 @@ import time
 
 import numpy as np
 
+from robot_ident.data.holdout import Holdout
 from robot_ident.data.signals import FilterOptions, process
 from robot_ident.demos.serial_arm import DemoSetup, demo_urdf, true_arm_parameters
-from robot_ident.estimation.pipeline import IdentificationSettings, identify, validate_result
+from robot_ident.estimation.flow import identify_sources
+from robot_ident.estimation.pipeline import IdentificationConfig, IdentificationSettings, identify, validate_result
 from robot_ident.estimation.validation import rms_report
 from robot_ident.excitation import FourierTrajectory
 from robot_ident.io.urdf_export import write_parameters
 from robot_ident.model.robot import RobotModel
 from robot_ident.model.transmission import CoupledGroup, Transmission, dead_band_rows
+from robot_ident.offline.inputs import arrays_config, arrays_input
 from robot_ident.sim import JointTruth, SimNoise, SimulatedArm
 
 WRIST_M = np.array([[1.0, 0.0, 0.0], [-1.0, 1.0, 0.0], [0.5, -1.0, 1.0]])
@@ -64,9 +67,12 @@ def main() -> None:
             res = identify(m, ident, settings)
             v = validate_result(res, m, valid, settings, noise)
             print(f"  {label:<18} RMS/noise: {np.round(v.noise_ratio, 3).tolist()}")
-        if args.choose:
-            from robot_ident.estimation.auto_cutoff import choose_cutoff
-            print("  " + choose_cutoff(model, [runs[0].recording], settings).summary())
+        if args.choose:      # identify's choice: the one pipeline on the identification run, nothing held out
+            r = runs[0].recording
+            o = identify_sources([arrays_input(model, r.t, r.q, r.effort, r.qd)], arrays_config(model),
+                                 IdentificationConfig(settings, model.friction), model, holdout=Holdout(),
+                                 auto_cutoff=True, plots=False)
+            print("  " + o.summary.splitlines()[-1])
         print(f"  wall {time.perf_counter() - t0:.1f} s")
 
 

@@ -1,20 +1,23 @@
 """What the fault handling of issue 13 buys, in parameter error.
 
 One 20 s simulated bag of the demo arm (two 10 s periods of a random Fourier
-excitation); each fault is injected into its arrays, and the bag -> identification
-path (synchronise, currents -> efforts, plausibility checks, WLS or robust) runs with
-and without the protection. Printed: the median relative error of the well-determined
-base parameters (relative std < 5 %) against the simulator's truth, and what the
-checks said.
+excitation); each fault is injected into its arrays, and the identification pipeline
+(estimation/flow.py on the streams in memory: synchronise, currents -> efforts,
+plausibility checks, WLS or robust, 20 % held out) runs with and without the protection
+("checks off": the checks run but do not refuse, as with --force). Printed: the median
+relative error of the well-determined base parameters (relative std < 5 %) against the
+simulator's truth, and what the checks said.
 
     python bench/faults.py
 """
 from __future__ import annotations
 
 import copy
+import re
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +29,11 @@ sys.path.insert(0, str(ROOT))
 from robot_ident.cli import main  # noqa: E402
 from robot_ident.data.bag import read_streams  # noqa: E402
 from robot_ident.data.joint_stream import JointStream  # noqa: E402
-from robot_ident.data.sync import SyncOptions, SyncResult, synchronise  # noqa: E402
+from robot_ident.data.processing import StreamsInput  # noqa: E402
+from robot_ident.data.sync import SyncOptions  # noqa: E402
 from robot_ident.errors import RobotIdentError  # noqa: E402
-from robot_ident.estimation.pipeline import (  # noqa: E402
-    base_parameters,
-    identification_config,
-    identify,
-    process_segments,
-    split_holdout,
-)
-from robot_ident.estimation.plausibility import enforce  # noqa: E402
-from robot_ident.estimation.input_checks import check_input  # noqa: E402
+from robot_ident.estimation.flow import identify_sources  # noqa: E402
+from robot_ident.estimation.pipeline import base_parameters, identification_config  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
@@ -66,32 +63,26 @@ def main_bench():
     icfg = identification_config(dict(cfg.section("identification"), method="wls"))
     model = load_model(URDF, cfg, icfg)
     base = base_parameters(model, icfg.settings)
-    acts = cfg.actuators.for_joints(cfg.joints)
 
     def run(st, cu, method="wls", checks=True, options=None):
-        settings = identification_config(dict(cfg.section("identification"), method=method)).settings
+        """The one pipeline (estimation/flow.py) on the streams in memory, the config's 20 %
+        held out; `checks` False: the input checks run but do not refuse (--force)."""
+        icfg = identification_config(dict(cfg.section("identification"), method=method))
+        c = cfg if options is None else replace(cfg, sync=options)
         t0 = time.perf_counter()
         try:
-            sync = synchronise(st, cu, cfg.joints, options=options or cfg.sync, effort_field="current")
-            sync = SyncResult([acts.apply(s) for s in sync.segments], sync.report)
-            if checks:
-                ci = check_input(model, sync, settings, JS, DJS, "current")
-                enforce(ci.findings)
-                parts = ci.parts
-            else:
-                parts, _ = process_segments(sync, cfg.joints, settings)
-            ident, _ = split_holdout(parts, 0.2)
-            r = identify(model, ident, settings, base)
+            o = identify_sources([StreamsInput(st, cu, "faults")], c, icfg, model, force=not checks, plots=False)
         except RobotIdentError as exc:
             return f"exit 2: {str(exc)[:110]}", time.perf_counter() - t0
+        r = o.result
         true = base.project(np.array([truth[n] for n in base.standard_names]))
         good = r.relative_std < 5
         ok = "" if r.quality["good"] else "; NOT A GOOD MODEL"
         if not good.any():
             return f"no well-determined base parameter{ok}", time.perf_counter() - t0
         err = float(np.median(np.abs(r.values - true)[good] / np.abs(true[good])))
-        lag = sync.report.lag
-        extra = f"; lag found {1e3 * lag.lag_s:+.2f} ms" if lag is not None and sync.report.lag_corrected else ""
+        lag = re.search(r"lag between the topics: ([+-][0-9.]+) ms .*; corrected", o.summary)
+        extra = f"; lag found {float(lag.group(1)):+.2f} ms" if lag else ""
         return f"median error {100 * err:.3g} %{extra}{ok}", time.perf_counter() - t0
 
     S = lambda: copy.deepcopy(streams)  # noqa: E731

@@ -1,5 +1,5 @@
-"""Streaming ingest: bag read rate, end-to-end `robot-ident identify` time and peak memory
-against the recording's length, for the demo arm (6 joints) and the Panda (7 joints).
+"""Ingest: bag read rate, end-to-end `robot-ident identify` time and peak memory against
+the recording's length, for the demo arm (6 joints) and the Panda (7 joints).
 
 Each arm follows a Fourier excitation in the MuJoCo simulator for the longest duration
 at 1 kHz; the first 60 / 300 / 600 s are written as rosbag2 folders (``/joint_states``
@@ -9,20 +9,22 @@ in a fresh process:
 
   read      `data.bag_stream.bag_chunks` over both topics (read + batch CDR decoding into
             arrays), messages per second, sqlite3 and mcap;
-  identify  the whole command ``python -m robot_ident.cli identify --no-plots`` (streamed: the default) with
-            ``wls`` and ``physical`` (sqlite3 bag): wall time of the process (imports
-            included), its CPU time (user + system: what it costs on an idle core; on a
-            shared machine the wall time is an upper bound) and its peak resident
-            memory (VmHWM).
+  identify  the whole command ``python -m robot_ident.cli identify --no-plots`` (the one
+            pipeline, estimation/flow.py: the bag read in bounded memory) with ``wls`` and
+            ``physical`` (sqlite3 bag), with the config's cutoff (``set``) and with a copy
+            of the config without ``identification.filter.cutoff_hz`` (``auto``: the
+            cutoff chosen from the data, the recording read once through every
+            candidate's filter): wall time of the process (imports included), its CPU time
+            (user + system: what it costs on an idle core; on a shared machine the wall
+            time is an upper bound), its peak resident memory (VmHWM) and, for ``auto``,
+            the cutoff chosen.
 
-Peak memory should not grow with the recording: the last column compares each peak with
-the 60 s one. Add ``--in-memory`` to run the old whole-recording path for comparison
-(``identify_bag(..., streaming=False)``). ``--auto-cutoff`` identifies with a copy of the
-config without ``identification.filter.cutoff_hz``: the cutoff is chosen from the data
-(streamed: estimation/stream_cutoff.py; in memory: auto_cutoff.choose_cutoff).
+Peak memory should not grow with the recording: each peak is compared with the shortest
+recording's for the same method and cutoff. ``--cutoffs set`` or ``--cutoffs auto``
+measures one of the two (``--auto-cutoff`` is ``--cutoffs auto``).
 
     python bench/ingest.py [--durations 60 300 600] [--arms demo panda] [--methods wls physical]
-                           [--auto-cutoff] [--in-memory]
+                           [--cutoffs set auto] [--auto-cutoff]
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def _maxrss_mb() -> float:
 
 def find_panda_urdf() -> str | None:
     try:
-        import example_robot_data as erd   # noqa: F401
+        import example_robot_data as erd  # noqa: F401
         from example_robot_data.robots_loader import getModelPath
         base = getModelPath("panda_description/urdf/panda.urdf")
         return os.path.join(base, "panda_description/urdf/panda.urdf")
@@ -112,7 +114,7 @@ CONFIG_TEMPLATE = """robot_ident:
     actuators:
 {actuators}
     identification:
-      filter: {{cutoff_hz: 20.0}}     # set: a cutoff chosen from the data reads the recording at once
+      filter: {{cutoff_hz: 20.0}}     # set (--cutoffs auto identifies with a copy without it)
 """
 
 
@@ -150,18 +152,18 @@ def child_read(bag: str, config: str) -> dict:
     return {"messages": n, "seconds": dt, "rate": n / dt, "cpu_rate": n / cpu, "peak_rss_mb": _maxrss_mb()}
 
 
-def child_identify(bag: str, urdf: str, config: str, method: str, out: str, in_memory: bool) -> dict:
-    if in_memory:
-        from robot_ident.offline.bag_workflow import identify_bag
-        r = identify_bag(bag, urdf, config, out, method=method, plots=False, streaming=False).result
-    else:
-        from robot_ident.cli import main
-        code = main(["identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
-                     "--method", method, "--no-plots", "--quiet"])
-        if code:
-            raise SystemExit(code)
-        r = None
-    return {"peak_rss_mb": _maxrss_mb(), "n_rows": None if r is None else r.n_rows}
+def child_identify(bag: str, urdf: str, config: str, method: str, out: str) -> dict:
+    import yaml
+
+    from robot_ident.cli import main
+    code = main(["identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
+                 "--method", method, "--no-plots", "--quiet"])
+    if code:
+        raise SystemExit(code)
+    peak = _maxrss_mb()          # before reading the result back
+    src = yaml.safe_load((Path(out) / "result.yaml").read_text()).get("source", {})
+    return {"peak_rss_mb": peak, "cutoff_hz": src.get("filter_cutoff_hz"),
+            "chosen": bool(src.get("filter_cutoff_chosen_from_data"))}
 
 
 def run_child(*args) -> dict:
@@ -194,9 +196,9 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["wls", "physical"])
     ap.add_argument("--storages", nargs="+", default=["sqlite3", "mcap"])
     ap.add_argument("--current-noise", type=float, default=0.005, help="A")
-    ap.add_argument("--in-memory", action="store_true", help="also time the whole-recording path")
-    ap.add_argument("--auto-cutoff", action="store_true",
-                    help="identify with the config's cutoff removed (chosen from the data)")
+    ap.add_argument("--cutoffs", nargs="+", default=["set", "auto"], choices=["set", "auto"],
+                    help="identify with the config's cutoff (set) and/or with it removed (auto: chosen from the data)")
+    ap.add_argument("--auto-cutoff", action="store_true", help="the same as --cutoffs auto")
     ap.add_argument("--work", help="folder for the bags (default: a new temporary folder)")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -205,9 +207,10 @@ def main() -> None:
         if kind == "read":
             print(json.dumps(child_read(*rest)))
         else:
-            bag, urdf, config, method, out, mem = rest
-            print(json.dumps(child_identify(bag, urdf, config, method, out, mem == "1")))
+            print(json.dumps(child_identify(*rest)))
         return
+    if args.auto_cutoff:
+        args.cutoffs = ["auto"]
 
     from robot_ident.data.bag import write_bag_from_config
     from robot_ident.excitation.fourier import FourierTrajectory
@@ -229,9 +232,7 @@ def main() -> None:
         urdf = work / f"{arm}.urdf"
         urdf.write_text(xml)
         cfg = load_config(cfg_path)
-        ident_cfg = auto_cutoff_config(cfg_path, work / f"{arm}_auto.yaml") if args.auto_cutoff else cfg_path
-        if args.auto_cutoff:
-            label += ", auto cutoff"
+        ident_cfgs = {"set": cfg_path, "auto": auto_cutoff_config(cfg_path, work / f"{arm}_auto.yaml")}
         n = len(joints)
         model = RobotModel(xml, joints)
         truth = JointTruth(np.full(n, 0.1), np.linspace(0.3, 0.8, n), np.linspace(0.2, 0.5, n),
@@ -261,14 +262,12 @@ def main() -> None:
                 row[f"read_{st}"], row[f"read_cpu_{st}"] = o["rate"], o["cpu_rate"]
                 row["messages"] = o["messages"]
             main_bag = bags[args.storages[0]]
-            tag = "_auto" if args.auto_cutoff else ""
             for m in args.methods:
-                o = run_child("identify", main_bag, urdf, ident_cfg, m, work / f"res{tag}_{arm}_{m}_{d:g}", "0")
-                row[f"{m}_s"], row[f"{m}_cpu"], row[f"{m}_rss"] = o["wall_s"], o["cpu_s"], o["peak_rss_mb"]
-                if args.in_memory:
-                    o = run_child("identify", main_bag, urdf, ident_cfg, m, work / f"mem{tag}_{arm}_{m}_{d:g}", "1")
-                    row[f"{m}_mem_s"], row[f"{m}_mem_cpu"], row[f"{m}_mem_rss"] = (o["wall_s"], o["cpu_s"],
-                                                                                  o["peak_rss_mb"])
+                for c in args.cutoffs:
+                    o = run_child("identify", main_bag, urdf, ident_cfgs[c], m, work / f"res_{c}_{arm}_{m}_{d:g}")
+                    k = f"{m}_{c}"
+                    row[f"{k}_s"], row[f"{k}_cpu"], row[f"{k}_rss"] = o["wall_s"], o["cpu_s"], o["peak_rss_mb"]
+                    row[f"{k}_hz"], row[f"{k}_chosen"] = o["cutoff_hz"], o["chosen"]
             rows.append(row)
             print(_format_row(row, args, rows), flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f} (2 cores shared with other work: "
@@ -281,12 +280,13 @@ def _format_row(row, args, rows) -> str:
     parts += [f"read {st} {row[f'read_{st}'] / 1e3:6.1f} k msg/s (CPU {row[f'read_cpu_{st}'] / 1e3:6.1f} k)"
               for st in args.storages]
     for m in args.methods:
-        growth = 100 * (row[f"{m}_rss"] / first[f"{m}_rss"] - 1)
-        parts.append(f"{m} {row[f'{m}_s']:5.1f} s (CPU {row[f'{m}_cpu']:5.1f} s), peak RSS "
-                     f"{row[f'{m}_rss']:4.0f} MiB ({growth:+.1f} %)")
-        if args.in_memory:
-            parts.append(f"[in memory {row[f'{m}_mem_s']:5.1f} s (CPU {row[f'{m}_mem_cpu']:5.1f} s), "
-                         f"{row[f'{m}_mem_rss']:4.0f} MiB]")
+        for c in args.cutoffs:
+            k = f"{m}_{c}"
+            growth = 100 * (row[f"{k}_rss"] / first[f"{k}_rss"] - 1)
+            hz = row[f"{k}_hz"]
+            how = "" if c == "set" else (f" -> {hz:g} Hz" if row[f"{k}_chosen"] else f" -> {hz:g} Hz (default)")
+            parts.append(f"{m} {c}{how} {row[f'{k}_s']:5.1f} s (CPU {row[f'{k}_cpu']:5.1f} s), peak RSS "
+                         f"{row[f'{k}_rss']:4.0f} MiB ({growth:+.1f} %)")
     return " | ".join(parts)
 
 

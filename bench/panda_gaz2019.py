@@ -22,10 +22,15 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from robot_ident.offline.inputs import IdentifyOutcome  # noqa: E402
 
 JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FILES = {"time": "exciting_traj_time.txt", "position": "exciting_traj_positions.txt",
@@ -72,8 +77,17 @@ def config(method: str, cutoff) -> dict:
     }}}
 
 
+@dataclass
+class PandaOutcome(IdentifyOutcome):
+    """`identify_inputs`'s outcome with what it identified from, for `cad_rms`."""
+
+    table: Path | None = None
+    config: Path | None = None
+    holdout: object = None
+
+
 def run(rbt_log, methods=("wls",), cutoff="auto", holdout=None, work=None):
-    """Identify; returns {method: InputsOutcome} and the CAD report on the same held-out samples."""
+    """Identify; returns {method: PandaOutcome} and the work folder."""
     from robot_ident.data.holdout import Holdout
     from robot_ident.offline.inputs import identify_inputs
 
@@ -85,19 +99,41 @@ def run(rbt_log, methods=("wls",), cutoff="auto", holdout=None, work=None):
         cfg = work / f"config_{m}.yaml"
         cfg.write_text(yaml.safe_dump(config(m, cutoff)))
         t0 = time.perf_counter()
-        out[m] = identify_inputs([table], panda_urdf(), cfg, work / f"result_{m}", holdout=holdout, plots=False)
-        out[m].result.extra["wall_s"] = time.perf_counter() - t0
+        o = identify_inputs([table], panda_urdf(), cfg, work / f"result_{m}", holdout=holdout, plots=False)
+        o.result.extra["wall_s"] = time.perf_counter() - t0
+        out[m] = PandaOutcome(**vars(o), table=table, config=cfg, holdout=holdout)
     return out, work
+
+
+class _CadModel:
+    """The CAD model (URDF inertias and friction, no offset) as a result to validate."""
+
+    def predict(self, model, q, qd, qdd):
+        return model.efforts(q, qd, qdd)
+
+
+def held_out_rms(outcome, predictor=None) -> np.ndarray:
+    """Held-out RMS per joint of `predictor` (default the CAD model) on the samples the
+    identification held out: the table processed again with the settings it used (cutoff
+    and velocity decided), the same hold-out flags, the same moving samples."""
+    from robot_ident.data.holdout import holdout_flags, runs_of
+    from robot_ident.data.processing import process_one
+    from robot_ident.estimation.compressed import validate_runs
+    from robot_ident.estimation.flow import _segment_times  # the flow's own segment times
+    from robot_ident.io.config import load_config
+    s, model = outcome.settings, outcome.model
+    processed = process_one(outcome.table, load_config(outcome.config), s.filter, joints=model.joint_names)
+    try:
+        held = np.concatenate(holdout_flags(_segment_times(processed), outcome.holdout))
+        runs = [(processed.store, a, b) for a, b in runs_of(held)]
+        return validate_runs(predictor or _CadModel(), model, runs, s.moving_threshold, s.guard_s).rms
+    finally:
+        processed.close()
 
 
 def cad_rms(outcome) -> np.ndarray:
     """Held-out RMS of the CAD model (URDF inertias and friction, no offset) on the same samples."""
-    from robot_ident.estimation.validation import rms_report
-    from robot_ident.model.transmission import dead_band_rows
-    vd, s = outcome.valid_data, outcome.settings
-    pred = outcome.model.efforts(vd.q, vd.qd, vd.qdd)
-    mask = dead_band_rows(outcome.model, vd, s.moving_threshold, s.guard_s)
-    return rms_report(vd.t, vd.effort_raw, pred, vd.joint_names, mask).rms
+    return held_out_rms(outcome)
 
 
 def effort_noise_std(rbt_log, cutoff_hz: float = 50.0) -> np.ndarray:
@@ -126,13 +162,16 @@ def main() -> None:
     print()
     for m, o in outcomes.items():
         v = o.validation
-        print(f"method {m}: cutoff {o.cutoff_hz:g} Hz, {o.result.n_samples} identification samples, "
+        print(f"method {m}: cutoff {o.settings.filter.cutoff_hz:g} Hz, {o.result.n_samples} identification samples, "
               f"condition number {o.result.condition_number:.1f}, wall {o.result.extra['wall_s']:.1f} s")
         print(f"{'joint':<14}{'held-out RMS':>13}{'in-sample':>11}{'/noise':>8}{'NRMS':>8}{'rel. RMS':>10}"
               f"{'samples':>9}")
         for k, j in enumerate(v.joint_names):
             print(f"{j:<14}{v.rms[k]:>13.4f}{o.result.extra['raw_residual_rms'][j]:>11.4f}{v.rms[k] / noise[k]:>8.2f}"
                   f"{100 * v.nrms[k]:>7.2f}%{100 * v.relative_rms[k]:>9.1f}%{v.n_samples[k]:>9d}")
+        again = held_out_rms(o, o.result)      # the validation's figures, recomputed: the same samples
+        if not np.allclose(again, v.rms, rtol=1e-9, atol=1e-12):
+            print(f"WARNING: recomputed held-out RMS {again} differs from the validation's {v.rms}")
         print("CAD model held-out RMS:  " + ", ".join(f"{x:.3f}" for x in cad_rms(o)))
         print()
     print(f"result folders under {work}")

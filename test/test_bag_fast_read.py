@@ -324,8 +324,9 @@ def collector_reference(bag):
 
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
 def test_read_streams_equals_the_message_collector(tmp_path, msgs, monkeypatch, storage):
-    """The whole-recording reader (``--in-memory``, node windows, tables' neighbours) goes
-    through the fast readers now and gives what rosbags + `JointStreamCollector` gave."""
+    """The whole-recording reader (`read_recordings`, and data/processing.py's fallback for
+    a bag played in a loop) goes through the fast readers and gives what rosbags +
+    `JointStreamCollector` gave."""
     from robot_ident.data.bag import read_streams
     bag = write_rosbags(tmp_path / "bag", msgs, storage)
     ref = collector_reference(bag)

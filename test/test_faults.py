@@ -1,7 +1,9 @@
 """Fault injection: each bad input or fault of issue 13 (and the ones that already
 worked), run through the command line. One small simulated bag is made once; faults
-are built by editing its arrays (the bag reader is replaced by one that returns the
-edited streams) or its files, never by re-simulating.
+are built by editing its arrays or its files, never by re-simulating. Edited arrays
+are injected where the one pipeline reads a bag (`bag_chunks`, as data/processing.py and
+a read at once see it): the edited messages are served in receive-time order, so the
+synchronisation, checks and identification downstream are the real ones.
 
 Every case ends in exit 0 with a correct result, or exit 2 / a named ``warning:``
 line; never a traceback, a mixed result folder or a silent wrong answer.
@@ -20,6 +22,8 @@ import pytest
 import yaml
 
 import robot_ident.data.bag as bagmod
+import robot_ident.data.bag_stream as bag_stream
+import robot_ident.data.processing as processing
 import robot_ident.estimation.pipeline as pipeline
 from robot_ident.cli import main, one_line
 from robot_ident.data.joint_stream import JointStream
@@ -74,13 +78,10 @@ def _fast_base(monkeypatch):
 
 
 def cli(*args):
-    """Run the command line; (exit code, stdout, stderr). The faults are injected where the
-    whole recording is read (`with_streams`), so identify and validate read at once
-    (--in-memory); test_stream_checks.py shows the streamed path finds the same."""
+    """Run the command line; (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
-    mode = ["--in-memory"] if args[0] in ("identify", "validate") and "--payload" not in args else []
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args] + mode + (["--quiet"] if args[0] != "report" else []))
+        code = main([str(a) for a in args] + (["--quiet"] if args[0] != "report" else []))
     return code, out.getvalue(), err.getvalue()
 
 
@@ -91,11 +92,38 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+def chunker(streams_of):
+    """A stand-in for `bag_stream.bag_chunks`: the messages of ``streams_of(path)`` (topic ->
+    `JointStream`) in bag (receive time) order, `batch` at a time."""
+    def chunks(path, topics, batch=bag_stream.DEFAULT_BATCH, progress=None):
+        streams = streams_of(path)
+        names = list(topics)
+        rx = np.concatenate([streams[t].received for t in names])
+        which = np.concatenate([np.full(len(streams[t]), k) for k, t in enumerate(names)])
+        row = np.concatenate([np.arange(len(streams[t])) for t in names])
+        order = np.argsort(rx, kind="stable")
+        for a in range(0, order.size, batch):
+            sel = order[a:a + batch]
+            out = {}
+            for k, t in enumerate(names):
+                r = row[sel[which[sel] == k]]
+                if r.size:
+                    out[t] = streams[t].select(r)
+            yield out
+    return chunks
+
+
+def read_bags_as(monkeypatch, streams_of):
+    """Make every bag read (chunked by data/processing.py, or at once by `bag.read_streams`)
+    return the messages of ``streams_of(path)``."""
+    fake = chunker(streams_of)
+    monkeypatch.setattr(processing, "bag_chunks", fake)
+    monkeypatch.setattr(bag_stream, "bag_chunks", fake)
+
+
 def with_streams(monkeypatch, streams):
     """Make every bag read return `streams` (edited copies of the fixture bag's)."""
-    def fake(path, topics):
-        return {t: streams[t] for t in topics}
-    monkeypatch.setattr(bagmod, "read_streams", fake)
+    read_bags_as(monkeypatch, lambda path: streams)
 
 
 def edited(world, states=None, currents=None):
@@ -450,7 +478,8 @@ def test_unusable_output_path_is_refused_before_any_work(world, monkeypatch, tmp
 
     def no_reading(*a, **k):
         raise AssertionError("the bag was read before the output path was checked")
-    monkeypatch.setattr(bagmod, "read_streams", no_reading)
+    monkeypatch.setattr(processing, "bag_chunks", no_reading)
+    monkeypatch.setattr(bag_stream, "bag_chunks", no_reading)
     try:
         code, out_, err = identify(world, out)
     finally:
@@ -463,9 +492,11 @@ def test_unusable_output_path_is_refused_before_any_work(world, monkeypatch, tmp
 # ---------------------------------------------------------------- validate / report
 def test_validate_matches_joints_by_name_and_writes_where_asked(world, tmp_path):
     cfg = tmp_path / "reordered.yaml"
-    cfg.write_text(CONFIG.read_text().replace("joints: [shoulder_pan, shoulder_lift, elbow, wrist_1, wrist_2, wrist_3]",
-                                              "joints: [wrist_3, elbow, shoulder_pan, wrist_2, shoulder_lift, wrist_1]"))
-    code, out1, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "a.yaml")
+    cfg.write_text(CONFIG.read_text().replace(
+        "joints: [shoulder_pan, shoulder_lift, elbow, wrist_1, wrist_2, wrist_3]",
+        "joints: [wrist_3, elbow, shoulder_pan, wrist_2, shoulder_lift, wrist_1]"))
+    code, out1, err = cli("validate", "--bag", world["bag"], "--result", world["clean"],
+                          "--output", tmp_path / "a.yaml")
     assert code == 0, err
     code, out2, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--config", cfg,
                           "--output", tmp_path / "b.yaml")
@@ -489,32 +520,23 @@ def test_validate_with_a_subset_of_joints_is_an_error(world, tmp_path):
     assert code == 2 and "missing: wrist_3" in line
 
 
-def test_validate_on_another_robots_bag_is_an_error(world, monkeypatch, tmp_path):
-    # same joint names, efforts 2.5 x larger: not the robot the result describes
-    with_streams(monkeypatch, edited(world, currents=scale_current(None, 2.5)))
-    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "v.yaml")
-    line = one_error_line(err)
-    assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
-
-
-def test_streamed_validate_on_another_robots_efforts_is_an_error(world, tmp_path):
-    """The default (streamed) validate compares the bag's efforts with the result's
-    prediction while reading: torque constants 2.5 x too large are refused, nothing written."""
+def test_validate_on_another_robots_efforts_is_an_error(world, monkeypatch, tmp_path):
+    """Same joint names, efforts 2.5 x the result's prediction: not the robot the result
+    describes. Refused whether the recording's currents are larger (another robot's bag)
+    or the config's torque constants are (the efforts converted wrongly); nothing written."""
     doc = yaml.safe_load(Path(CONFIG).read_text())
     for act in doc["robot_ident"]["ros__parameters"]["actuators"].values():
         act["torque_constant"] *= 2.5
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(doc))
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = main(["validate", "--bag", str(world["bag"]), "--result", str(world["clean"]), "--config", str(cfg),
-                     "--output", str(tmp_path / "v.yaml"), "--quiet"])
-    line = one_error_line(err.getvalue())
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--config", cfg,
+                         "--output", tmp_path / "v.yaml")
+    line = one_error_line(err)
     assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["validate", "--bag", str(world["bag"]), "--result", str(world["clean"]),
-                     "--output", str(tmp_path / "ok.yaml"), "--quiet"]) == 0
-    assert yaml.safe_load((tmp_path / "ok.yaml").read_text())["read"] == "streaming"
+    with_streams(monkeypatch, edited(world, currents=scale_current(None, 2.5)))
+    code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "v.yaml")
+    line = one_error_line(err)
+    assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
 
 
 def test_validate_with_another_robots_urdf_is_an_error(world, tmp_path, panda_urdf):
@@ -683,7 +705,7 @@ def test_long_and_multi_line_messages_are_one_line():
 
 
 def test_unexpected_exception_is_one_line_and_verbose_shows_the_traceback(monkeypatch, capsys, tmp_path):
-    import robot_ident.report.html as rep      # the report command imports it when run
+    import robot_ident.report.html as rep  # the report command imports it when run
 
     def boom(*a, **k):
         raise ZeroDivisionError("division by zero\nmore")
@@ -837,10 +859,7 @@ def test_a_validation_bag_of_another_robot_is_named(world, monkeypatch, tmp_path
     clean = copy.deepcopy(world["streams"])
     scaled = edited(world, currents=scale_current(None, 2.5))
 
-    def fake(path, topics):
-        s = scaled if Path(path) == other else clean
-        return {t: s[t] for t in topics}
-    monkeypatch.setattr(bagmod, "read_streams", fake)
+    read_bags_as(monkeypatch, lambda path: scaled if Path(path) == other else clean)
     code, out, err = identify(world, tmp_path / "r", "--validate-bag", other)
     assert code == 0, err
     line = [ln for ln in err.splitlines() if ln.startswith(f"warning: validation recording {other}")]

@@ -9,12 +9,18 @@ import yaml
 
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
-from robot_ident.online.identification_window import (holdout_fraction, identify_recorded, identify_streams,
-                                                      method_error, result_summary)
-from robot_ident.online.recording_window import DISCARD, IDENTIFY, RecordingWindow, empty_reason
 from robot_ident.io.config import load_config
 from robot_ident.model.robot import RobotModel
-from robot_ident.offline.bag_workflow import identify_bag, simulate_to_bag
+from robot_ident.offline.bag_workflow import simulate_to_bag
+from robot_ident.offline.inputs import identify_inputs
+from robot_ident.online.identification_window import (
+    holdout_fraction,
+    identify_recorded,
+    identify_streams,
+    method_error,
+    result_summary,
+)
+from robot_ident.online.recording_window import DISCARD, IDENTIFY, RecordingWindow, empty_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "demo_arm.yaml"
@@ -50,6 +56,8 @@ def feed(win, cfg, msgs):
 
 
 def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
+    """The window's streams in memory (a node without a bag root) identify as the command
+    line identifies the bag of the same messages: the same parameters, checks and result."""
     cfg = load_config(CONFIG)
     msgs = bag_messages(sim_bag / "bag")
     win = RecordingWindow.from_config(cfg)
@@ -58,7 +66,8 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
     verdict, rec = win.on_excitation_state("done")
     assert verdict == IDENTIFY and rec.source == "excitation" and rec.messages == len(msgs)
     node = identify_streams(rec.states, rec.currents, cfg, demo_urdf, tmp_path / "node", CONFIG)
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", plots=False, streaming=False)
+    cli = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, tmp_path / "cli", plots=False)
+    assert node.warnings == cli.warnings
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
     a = yaml.safe_load((tmp_path / "node" / "result.yaml").read_text())
@@ -82,8 +91,9 @@ def test_node_result_equals_the_command_line(sim_bag, demo_urdf, tmp_path):
 
 def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_urdf, tmp_path):
     """The node's default: messages go to a rosbag2 as they arrive (nothing in memory),
-    the bag is closed before identifying, and the streaming identification of it equals
-    `robot-ident identify` on the original bag; progress reaches the status text."""
+    the bag is closed before identifying, and the identification of it (read in bounded
+    memory) equals `robot-ident identify` on the original bag; progress reaches the status
+    text."""
     from robot_ident.online.recording_bag import StatusProgress
     cfg = load_config(CONFIG)
     msgs = bag_messages(sim_bag / "bag")
@@ -96,18 +106,14 @@ def test_window_recorded_to_a_bag_gives_the_command_lines_result(sim_bag, demo_u
     assert (rec.bag / "metadata.yaml").is_file() and rec.messages == len(msgs)
     status = []
     node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls",
-                             progress=StatusProgress(status.append, interval=0.0), stream_above_messages=0)
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False,
-                       streaming=True)
-    assert node.warnings == cli.warnings      # the same input checks on the stream (the config sets the cutoff)
+                             progress=StatusProgress(status.append, interval=0.0))
+    cli = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False)
+    assert node.warnings == cli.warnings      # the same input checks (the config sets the cutoff)
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     np.testing.assert_array_equal(node.validation.rms, cli.validation.rms)
     assert node.holdout == 0.2 and (tmp_path / "node" / "result.yaml").is_file()
-    assert any(s.startswith("identifying: [read bag]") and "msg/s" in s for s in status)
+    assert any(s.startswith("identifying: [read]") and "msg/s" in s for s in status)
     assert any(s.startswith("identifying: [identify]") for s in status)
-    checked = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node2", CONFIG, method="wls")   # short: read back
-    np.testing.assert_allclose(checked.result.values, node.result.values, rtol=1e-9)
-    assert not any("were not run" in w for w in checked.warnings)
 
 
 def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag, demo_urdf):
@@ -130,7 +136,13 @@ def test_only_the_window_is_recorded_and_the_last_repetition_is_held_out(sim_bag
     out = identify_streams(rec.states, rec.currents, cfg, demo_urdf, repetitions=2)
     assert out.holdout == 0.5 and out.output is None
     assert out.validation is not None
-    assert abs(out.validation.t.size - out.result.n_samples) <= 0.02 * out.result.n_samples + 5
+    # the held-out half starts in the middle of the window (times from its first sample) and holds
+    # as many samples as the identified half (the report's series are thinned for the plots; its
+    # per-joint counts are the moving samples, fewer than all)
+    span = (rec.states.stamps.max() - rec.states.stamps.min()) * 1e-9
+    assert out.validation.t[0] == pytest.approx(0.5 * span, abs=0.02)
+    n = out.result.n_samples
+    assert 0.8 * n <= out.validation.n_samples.max() <= n + 5
 
 
 def test_window_transitions():
@@ -298,9 +310,8 @@ def test_a_raw_recording_counts_the_messages_lost_and_identifies_as_the_command_
     _, _, rec = win.stop()
     assert rec.messages == len(msgs) and all(v.lost == 0 for v in rec.loss.values())
     assert rec.joint_state_messages == sum(1 for m in msgs if m[0] == cfg.joint_states_topic)
-    node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls", stream_above_messages=0)
-    cli = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False,
-                       streaming=True)
+    node = identify_recorded(rec, cfg, demo_urdf, tmp_path / "node", CONFIG, method="wls")
+    cli = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, tmp_path / "cli", method="wls", plots=False)
     np.testing.assert_array_equal(node.result.values, cli.result.values)
     source = yaml.safe_load((tmp_path / "node" / "result.yaml").read_text())["source"]
     js = source["messages"][cfg.joint_states_topic]

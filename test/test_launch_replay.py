@@ -71,8 +71,8 @@ class TestReplay(unittest.TestCase):
         (folder,) = [p for p in (WORK / "node").iterdir() if (p / "result.yaml").is_file()]
         node = yaml.safe_load((folder / "result.yaml").read_text())
 
-        from robot_ident.offline.bag_workflow import identify_bag
-        identify_bag(BAG, URDF, CONFIG, WORK / "cli", plots=False)
+        from robot_ident.offline.inputs import identify_inputs
+        identify_inputs([BAG], URDF, CONFIG, WORK / "cli", plots=False)
         cli = yaml.safe_load((WORK / "cli" / "result.yaml").read_text())
         self.assertEqual([p["name"] for p in node["base_parameters"]], [p["name"] for p in cli["base_parameters"]])
         a = np.array([p["value"] for p in node["base_parameters"]])

@@ -87,7 +87,7 @@ def test_import_direction(path):
 def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
     """The walker must resolve `from ..x import y` inside functions, or the test above
     could pass on a tree that breaks the rule."""
-    src = PKG / "online" / "identification_window.py"
+    src = PKG / "offline" / "inputs.py"
     mods = {m for m, _ in _imports(src)}
     assert "robot_ident.estimation.pipeline" in mods      # a lazy, relative import in a function
     assert "robot_ident.errors" in mods

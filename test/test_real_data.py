@@ -30,7 +30,7 @@ def test_real_panda_log_identifies_and_holds_on_held_out_blocks(panda):
     # the 8.8 ms hiccup of this 1 kHz log does not split it
     assert "1 segment(s)" in o.summary
     # the cutoff came from the data, and well below the old 20 Hz default on this arm
-    assert "chosen from the data" in o.cutoff_note and o.cutoff_hz <= 10.0
+    assert "chosen from the data" in o.summary and o.settings.filter.cutoff_hz <= 10.0
     # held-out error: below 1 % of the effort limit on every joint, close to the in-sample error,
     # and a fraction of the CAD model's on the joints that carry load
     assert np.all(v.nrms < 0.01), v.nrms

@@ -7,14 +7,13 @@ import sys
 import numpy as np
 import pytest
 import yaml
-
 from conftest import ROOT
-from robot_ident.data.holdout import Holdout, Part, holdout_flags
+
+from robot_ident.data.holdout import Holdout, holdout_flags
 from robot_ident.data.signals import FilterOptions, Recording, process
 from robot_ident.data.sync import default_max_gap_s
 from robot_ident.data.table import TableError, read_table, write_table
 from robot_ident.errors import ConfigError, SignalError
-from robot_ident.estimation.auto_cutoff import choose_cutoff
 from robot_ident.estimation.pipeline import IdentificationSettings
 from robot_ident.estimation.validation import rms_report
 from robot_ident.model.actuation import Actuator, ActuatorSet
@@ -109,23 +108,20 @@ def test_table_errors_name_file_and_column(tmp_path):
 
 
 # ----------------------------------------------------------------------- hold-out
-def _part(t0, t1, rate=100.0, source="r"):
-    from robot_ident.data.signals import ProcessedData
-    t = np.arange(t0, t1, 1 / rate)
-    z = np.zeros((t.size, 1))
-    return Part(ProcessedData(t, ("a",), z, z, z, z, z), source)
+def _part(t0, t1, rate=100.0):
+    return np.arange(t0, t1, 1 / rate)
 
 
 def test_holdout_modes():
-    parts = [_part(0, 10), _part(12, 20), _part(0, 5, source="other")]
+    parts = [_part(0, 10), _part(12, 20), _part(0, 5)]
     f = holdout_flags(parts, Holdout(window=(4, 6)))
     assert f[0].sum() == 201 and f[1].sum() == 0 and f[2].sum() == 100
     f = holdout_flags(parts, Holdout(every=3, block_s=2.0))
     # blocks: 5 + 4 + 3 = 12; every 3rd held out -> 4 blocks
-    held_blocks = sum(len(np.unique(np.floor((p.data.t[fl] - p.data.t[0]) / 2.0))) for p, fl in zip(parts, f))
+    held_blocks = sum(len(np.unique(np.floor((t[fl] - t[0]) / 2.0))) for t, fl in zip(parts, f))
     assert held_blocks == 4
     f = holdout_flags(parts, Holdout(fraction=0.25))
-    total = sum(p.data.n_samples for p in parts)
+    total = sum(t.size for t in parts)
     assert sum(x.sum() for x in f) == total - int(round(0.75 * total))
     assert f[2].all() and not f[0].any()
     with pytest.raises(ConfigError, match="choose one"):
@@ -135,7 +131,7 @@ def test_holdout_modes():
 @pytest.mark.parametrize("holdout, words", [(Holdout(window=(30, 40)), "span 0-9.99 s, 12-20 s"),
                                             (Holdout(every=20, block_s=2.0), "12 block(s) in all")])
 def test_holdout_that_selects_nothing_is_an_error_before_identifying(holdout, words):
-    parts = [_part(0, 10), _part(12, 20), _part(0, 5, source="other")]
+    parts = [_part(0, 10), _part(12, 20), _part(0, 5)]
     with pytest.raises(SignalError, match="selects no sample") as e:
         holdout_flags(parts, holdout)
     assert words in str(e.value) and "nothing would be validated" in str(e.value)
@@ -174,17 +170,22 @@ def test_a_joint_without_moving_held_out_samples_is_not_validated_by_name():
 def test_cutoff_follows_the_data(arm3):
     """Noisy positions and slow motion -> a low cutoff; clean positions and effort content
     at 9 Hz that the model explains -> a high one. Same arm, same candidates."""
+    from robot_ident.estimation.flow import identify_sources
+    from robot_ident.estimation.pipeline import IdentificationConfig
+    from robot_ident.offline.inputs import arrays_config, arrays_input
     settings = IdentificationSettings(method="ols", filter=FilterOptions(cutoff_hz=20.0, target_rate_hz=100.0))
-    from robot_ident.estimation.pipeline import base_parameters
-    base = base_parameters(arm3, settings)
-    cands = (3.0, 5.0, 8.0, 13.0, 20.0, 32.0)
-    noisy = synthetic(arm3, q_noise=2e-4, e_noise=0.02, seed=3)
-    low = choose_cutoff(arm3, [noisy], settings, candidates=cands, base=base)
-    fast = synthetic(arm3, q_noise=1e-7, e_noise=0.02, seed=4, extra=(9.0, 0.004))
-    high = choose_cutoff(arm3, [fast], settings, candidates=cands, base=base)
-    assert low.cutoff_hz <= 8.0, low.summary()
-    assert high.cutoff_hz >= 13.0, high.summary()
-    assert "chosen from the data" in high.summary()
+
+    def chosen(rec):
+        o = identify_sources([arrays_input(arm3, rec.t, rec.q, rec.effort)], arrays_config(arm3),
+                             IdentificationConfig(settings, arm3.friction), arm3, holdout=Holdout(),
+                             auto_cutoff=True, plots=False, force=True)
+        return o.settings.filter.cutoff_hz, o.summary
+
+    low, why = chosen(synthetic(arm3, q_noise=2e-4, e_noise=0.02, seed=3))
+    assert low <= 8.0, why
+    high, why = chosen(synthetic(arm3, q_noise=1e-7, e_noise=0.02, seed=4, extra=(9.0, 0.004)))
+    assert high >= 13.0, why
+    assert "chosen from the data" in why
 
 
 def _judged(rms_by_cand, counts=100, raw=None, judged=None, wobble=None):
@@ -303,11 +304,12 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3, monke
     doc = yaml.safe_load((tmp_path / "res2" / "result.yaml").read_text())
     assert doc["source"]["filter_cutoff_chosen_from_data"]
     # `validate` filters with the cutoff the identification chose, not the 20 Hz default
+    import robot_ident.estimation.flow as flow
     import robot_ident.offline.bag_workflow as bw
     seen = []
-    real = bw.process_segments
-    monkeypatch.setattr(bw, "process_segments", lambda sync, joints, settings: (
-        seen.append(settings.filter.cutoff_hz) or real(sync, joints, settings)))
+    real = flow.process_input
+    monkeypatch.setattr(flow, "process_input", lambda src, cfg, rule, **kw: real(
+        src, cfg, lambda rate: seen.append(rule(rate)[0].cutoff_hz) or rule(rate), **kw))
     bw.validate_bag(c, tmp_path / "res2")
     assert seen == [doc["source"]["filter_cutoff_hz"]]
     assert 100 < doc["validation"]["joints"]["shoulder_pan"]["samples"] <= 401    # 2 s at 200 Hz
@@ -349,6 +351,6 @@ def test_node_and_command_line_choose_the_same_cutoff(tmp_path, demo_urdf):
                                               cfg.current_topic: (cfg.current_kind, cfg.current_interface)})
     node = identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, demo_urdf)
     cli = identify_inputs([tmp_path / "bag"], demo_urdf, cfg_path, tmp_path / "res", plots=False)
-    assert "chosen from the data" in node.sync_summary and "chosen from the data" in cli.cutoff_note
-    assert f"filter cutoff {cli.cutoff_hz:g} Hz chosen" in node.sync_summary
+    assert "chosen from the data" in node.sync_summary and "chosen from the data" in cli.summary
+    assert f"filter cutoff {cli.settings.filter.cutoff_hz:g} Hz chosen" in node.sync_summary
     np.testing.assert_allclose(node.result.values, cli.result.values, rtol=1e-9, atol=1e-12)

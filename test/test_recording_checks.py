@@ -1,9 +1,12 @@
-"""The input plausibility checks (estimation/recording_checks.py) on a recording read in
-chunks against the recording read at once (`check_input`): same findings (severity, subject, text; numbers in
-the text within 1 % -- they are printed with 3 significant digits, and the lag is measured
-on the first stretch instead of the whole recording) on a simulated bag with each fault
-injected, with small chunks so that pieces really split; exact statistics on pieces
-split around spikes; the velocity subsample's memory bound."""
+"""The input checks (estimation/input_checks.py, estimation/recording_checks.py) of the
+one pipeline (data/processing.py): each fault injected into a simulated bag is found when
+the bag is read in small chunks (stretches of 1 s, batches of 500 messages, so that
+pieces really split), with the same findings (severity, subject, text; numbers in the
+text within 1 % -- they are printed with 3 significant digits, and the lag is measured
+on the first stretch instead of the whole recording) as when the same messages are
+synchronised in one call (a table, the node's window, a looped bag); the lag applied
+alike to every stretch; exact statistics on pieces split around spikes; the velocity
+subsample's memory bound; the gain check."""
 from __future__ import annotations
 
 import copy
@@ -17,13 +20,14 @@ import pytest
 pytest.importorskip("rosbags")
 
 import robot_ident.data.bag as bagmod  # noqa: E402
-import robot_ident.data.bag_processed as bag_processed  # noqa: E402
+import robot_ident.data.processing as processing  # noqa: E402
 from robot_ident.cli import main  # noqa: E402
-from robot_ident.data.bag import read_recordings_from_config  # noqa: E402
 from robot_ident.data.joint_stream import JointStream  # noqa: E402
+from robot_ident.data.processing import StreamsInput, process_input  # noqa: E402
 from robot_ident.data.signals import ProcessedData, Recording  # noqa: E402
+from robot_ident.estimation.compressed import CHUNK_SAMPLES  # noqa: E402
 from robot_ident.estimation.gain_check import GainCheck, gain_columns, projected_slope  # noqa: E402
-from robot_ident.estimation.input_checks import InputChecks, check_input, input_findings, segment_checks  # noqa: E402
+from robot_ident.estimation.input_checks import InputChecks  # noqa: E402
 from robot_ident.estimation.pipeline import identification_config  # noqa: E402
 from robot_ident.estimation.recording_checks import RecordingChecks  # noqa: E402
 from robot_ident.excitation import FourierTrajectory  # noqa: E402
@@ -122,28 +126,42 @@ def chunker(streams):
     return chunks
 
 
-def both_paths(world, monkeypatch, states=None, currents=None, method="wls", config=CONFIG):
-    """(check_input's findings, the streamed findings) of the fixture's streams, edited."""
+def edited_streams(world, states=None, currents=None):
     s = copy.deepcopy(world["streams"])
     if states:
         s[JS] = states(s[JS])
     if currents:
         s[DJS] = currents(s[DJS])
-    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
-    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
-    cfg = load_config(config)
-    icfg = identification_config(dict(cfg.section("identification"), method=method))
-    model = load_model(world["urdf"], cfg, icfg)
-    sync = read_recordings_from_config(world["bag"], cfg)
-    ref = check_input(model, sync, icfg.settings, cfg.joint_states_topic, cfg.current_topic,
-                      cfg.effort_field).findings
-    obs = InputChecks(model, method, cfg.effort_field)
-    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=1.0, observer=obs)
+    return s
+
+
+def checked(model, cfg, source, method, **read):
+    """(every input check's findings, the `Processed`, closed) of one input through the one
+    pipeline, as `estimation.flow` runs them: the observer while reading, the gain check on
+    the processed samples."""
+    settings = identification_config(dict(cfg.section("identification"), method=method)).settings
+    checks = InputChecks(model, method, cfg.effort_field, velocity=settings.measured_velocity)
+    processed = process_input(source, cfg, lambda _rate: [settings.filter], joints=model.joint_names,
+                              observer=checks.observer(processing.input_label(source)), **read)
     try:
-        assert pb.store.n_samples > 0 and len(obs.recordings.open) == 0
-        got = obs.findings(pb.report, cfg.joint_states_topic, cfg.current_topic)
+        assert processed.n_samples > 0 and not any(o.checks.open for _, o in checks.inputs)
+        for a in range(0, processed.n_samples, CHUNK_SAMPLES):
+            checks.gains.add(processed.store.read(a, a + CHUNK_SAMPLES))
+        return checks.findings(processed, cfg.joint_states_topic, cfg.current_topic), processed
     finally:
-        pb.store.close()
+        processed.close()
+
+
+def both_reads(world, monkeypatch, states=None, currents=None, method="wls", config=CONFIG):
+    """(the findings of the edited streams synchronised in one call, those of the same
+    messages read from the bag in small chunks)."""
+    s = edited_streams(world, states, currents)
+    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
+    cfg = load_config(config)
+    model = load_model(world["urdf"], cfg, identification_config(dict(cfg.section("identification"), method=method)))
+    ref, _ = checked(model, cfg, StreamsInput(s[JS], s[DJS], "at once"), method)
+    got, pr = checked(model, cfg, world["bag"], method, batch=500, chunk_s=1.0)
+    assert not pr.inputs[0].whole, pr.inputs[0].whole          # really read in chunks
     return ref, got
 
 
@@ -187,8 +205,8 @@ CASES = [
 ]
 
 
-def test_clean_bag_gives_the_in_memory_findings_and_no_error(world, monkeypatch):
-    ref, got = both_paths(world, monkeypatch)
+def test_clean_bag_gives_one_note_and_no_warning(world, monkeypatch):
+    ref, got = both_reads(world, monkeypatch)
     assert got == ref           # exactly: same texts
     # the simulated arm carries 0.8 kg at its flange that the URDF lacks: one note names the
     # tool (it used to be three gain warnings on the wrists); no warning on a clean bag
@@ -198,11 +216,11 @@ def test_clean_bag_gives_the_in_memory_findings_and_no_error(world, monkeypatch)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_streamed_findings_equal_check_input(world, monkeypatch, case):
+def test_each_fault_is_found_alike_in_chunks_and_at_once(world, monkeypatch, case):
     _, st, cu, method, text = case
-    ref, got = both_paths(world, monkeypatch, st, cu, method)
-    assert any(text in f.text for f in ref), ref          # the fault is found ...
-    assert_same(ref, got)                                # ... and said alike by the streamed path
+    ref, got = both_reads(world, monkeypatch, st, cu, method)
+    assert any(text in f.text and f.severity != "note" for f in got), got     # the fault is found ...
+    assert_same(ref, got)                        # ... and said alike whatever the read's chunks
 
 
 def test_joint_moving_but_not_identified(world, monkeypatch, tmp_path):
@@ -210,25 +228,22 @@ def test_joint_moving_but_not_identified(world, monkeypatch, tmp_path):
     text = CONFIG.read_text().replace("wrist_1, wrist_2, wrist_3]", "wrist_1, wrist_2]")
     text = "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("wrist_3:"))
     cfg.write_text(text.replace(", wrist_3: 10.0}", "}"))
-    ref, got = both_paths(world, monkeypatch, config=cfg)
-    assert any("not in `joints:`" in f.text and "wrist_3" in f.subject for f in ref)
+    ref, got = both_reads(world, monkeypatch, config=cfg)
+    assert any("not in `joints:`" in f.text and "wrist_3" in f.subject and f.severity == "error" for f in got)
     assert_same(ref, got)
 
 
 def test_real_bag_reader_gives_the_same_lag_and_findings(world):
     """Through the real batch decoder (no stand-in): the DynamicJointState positions are
-    read, so the lag is measured on the chunked path as in memory."""
+    read, so the lag is measured in chunks as at once."""
     cfg = load_config(CONFIG)
-    icfg = identification_config(dict(cfg.section("identification"), method="wls"))
-    model = load_model(world["urdf"], cfg, icfg)
-    sync = read_recordings_from_config(world["bag"], cfg)
-    ref = check_input(model, sync, icfg.settings, JS, DJS, cfg.effort_field).findings
-    obs = InputChecks(model, "wls", cfg.effort_field)
-    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=700, chunk_s=1.0, observer=obs)
-    pb.store.close()
-    assert pb.report.lag is not None and abs(pb.report.lag.lag_s) < 1e-4
-    assert obs.findings(pb.report, JS, DJS) == ref
-    assert input_findings(model, "wls", pb.report, obs.recordings, obs.gains, JS, DJS) == ref
+    model = load_model(world["urdf"], cfg, identification_config(dict(cfg.section("identification"), method="wls")))
+    s = bagmod.read_streams(world["bag"], {JS: ("joint_state", None), DJS: ("dynamic_joint_state", "current")})
+    ref, _ = checked(model, cfg, StreamsInput(s[JS], s[DJS]), "wls")
+    got, pr = checked(model, cfg, world["bag"], "wls", batch=700, chunk_s=1.0)
+    report = pr.inputs[0].report
+    assert not pr.inputs[0].whole and report.lag is not None and abs(report.lag.lag_s) < 1e-4
+    assert got == ref
 
 
 # ------------------------------------------------------------------- the pieces
@@ -252,6 +267,15 @@ def same_stats(x: dict, y: dict, where=None) -> None:
             assert y[key] == pytest.approx(x[key], abs=1e-9), (where, key)
         else:
             assert y[key] == pytest.approx(x[key], rel=1e-12, abs=0), (where, key)
+
+
+def segment_checks(model, segments, method="physical"):
+    """`RecordingChecks` of segments in memory, each one piece."""
+    chk = RecordingChecks(model, method)
+    for k, seg in enumerate(segments):
+        chk.add(k, seg)
+        chk.end_segment(k, True)
+    return chk
 
 
 def whole_stats(model, segs):
@@ -404,30 +428,37 @@ def test_a_tool_the_urdf_lacks_is_fitted_alongside_and_not_read_as_a_gain(model)
     assert any(f.severity == "error" and "'elbow'" in f.subject and "runs against" in f.text for f in found)
 
 
+def segment_times(pr):
+    """Per stored segment, its samples' seconds from its input's first kept sample."""
+    return [pr.store.read(a, b).t + seg.offset_s for seg, (a, b) in zip(pr.segments, pr.segment_rows())]
+
+
 @pytest.mark.parametrize("offset_s", [0.020, -0.012])
 def test_lag_is_applied_alike_to_every_stretch(world, monkeypatch, offset_s):
-    """The chunked reader measures the lag once (first stretch) and shifts every stretch by
-    it, in steps of lag.SHIFT_RESOLUTION_S: the same processed samples as the whole recording."""
-    from robot_ident.data.signals import concatenate
-    from robot_ident.estimation.pipeline import process_segments
-    s = copy.deepcopy(world["streams"])
-    s[DJS] = late(offset_s)(s[DJS])
-    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
-    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    """The chunked read measures the lag once (first stretch) and shifts every stretch by
+    it, in steps of lag.SHIFT_RESOLUTION_S: the same processed samples as the recording
+    synchronised in one call."""
+    s = edited_streams(world, currents=late(offset_s))
+    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
     cfg = load_config(CONFIG)
     settings = identification_config(cfg.section("identification")).settings
-    sync = read_recordings_from_config(world["bag"], cfg)
-    ref = concatenate(process_segments(sync, cfg.joints, settings)[0])
-    pb = bag_processed.process_bag(world["bag"], cfg, settings.filter, batch=500, chunk_s=1.0)
+    pipelines = lambda _rate: [settings.filter]  # noqa: E731
+    at_once = process_input(StreamsInput(s[JS], s[DJS]), cfg, pipelines)
+    chunked = process_input(world["bag"], cfg, pipelines, batch=500, chunk_s=1.0)
     try:
-        got = pb.store.read(0, pb.store.n_samples)
+        ref, got = at_once.store.read(0, at_once.n_samples), chunked.store.read(0, chunked.n_samples)
+        for pr in (at_once, chunked):
+            assert pr.inputs[0].report.lag_corrected
+            assert pr.inputs[0].report.lag.lag_s == pytest.approx(offset_s, abs=5e-4)
+        assert not chunked.inputs[0].whole and chunked.segment_rows() == at_once.segment_rows()
+        for a, b in zip(segment_times(at_once), segment_times(chunked)):
+            assert np.array_equal(a, b)
+        for f in ("q", "qd", "qdd", "effort"):
+            assert np.allclose(getattr(got, f), getattr(ref, f), rtol=0,
+                               atol=1e-10 * np.abs(getattr(ref, f)).max()), f
     finally:
-        pb.store.close()
-    assert pb.report.lag_corrected and sync.report.lag_corrected
-    assert pb.report.lag.lag_s == pytest.approx(offset_s, abs=5e-4)
-    assert np.array_equal(got.t, ref.t)
-    for f in ("q", "qd", "qdd", "effort"):
-        assert np.allclose(getattr(got, f), getattr(ref, f), rtol=0, atol=1e-10 * np.abs(getattr(ref, f)).max()), f
+        at_once.close()
+        chunked.close()
 
 
 def test_spike_statistics_stay_bounded_on_a_noisy_channel(model, monkeypatch):
@@ -474,29 +505,27 @@ def _with_rest(s, rest_s, period_ns, seed):
 def test_lag_is_not_taken_from_a_first_stretch_at_rest(world, monkeypatch):
     """25 s at rest before the motion, 20 ms lag: the first stretch (20 s) sees only noise,
     where any shift fits (it measured -19.5 ms, a confident wrong correction). It now grows
-    until the lag is determined and the result is the in-memory lag and findings; a rest
-    longer than LAG_PROBE_MAX_S leaves the lag uncorrected, with a note."""
+    until the lag is determined and the result is the lag and findings of the recording
+    synchronised in one call; a rest longer than LAG_PROBE_MAX_S leaves the lag
+    uncorrected, with a note."""
     import robot_ident.data.stream_sync as stream_sync
     s = copy.deepcopy(world["streams"])
     s[JS] = _with_rest(s[JS], 25.0, 2_000_000, 0)
     s[DJS] = late(0.020)(_with_rest(s[DJS], 25.0, 1_000_000, 1))
-    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
-    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
+    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
     cfg = load_config(CONFIG)
     icfg = identification_config(dict(cfg.section("identification"), method="wls"))
     model = load_model(world["urdf"], cfg, icfg)
-    sync = read_recordings_from_config(world["bag"], cfg)
-    ref = check_input(model, sync, icfg.settings, JS, DJS, cfg.effort_field).findings
-    obs = InputChecks(model, "wls", cfg.effort_field)
-    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, observer=obs)
-    pb.store.close()
-    assert pb.report.lag_corrected and pb.report.lag.lag_s == pytest.approx(0.020, abs=2e-4)
-    assert any("late relative" in f.text for f in ref)
-    assert_same(ref, obs.findings(pb.report, JS, DJS))
+    ref, _ = checked(model, cfg, StreamsInput(s[JS], s[DJS]), "wls")
+    got, pr = checked(model, cfg, world["bag"], "wls", batch=500)
+    report = pr.inputs[0].report
+    assert not pr.inputs[0].whole and report.lag_corrected and report.lag.lag_s == pytest.approx(0.020, abs=2e-4)
+    assert any("late relative" in f.text for f in got)
+    assert_same(ref, got)
     monkeypatch.setattr(stream_sync, "LAG_PROBE_MAX_S", 12.0)
-    pb = bag_processed.process_bag(world["bag"], cfg, icfg.settings.filter, batch=500, chunk_s=5.0)
-    pb.store.close()
-    assert not pb.report.lag_corrected and "the lag between the topics is not determined" in pb.summary
+    pr = process_input(world["bag"], cfg, lambda _rate: [icfg.settings.filter], batch=500, chunk_s=5.0)
+    pr.close()
+    assert not pr.inputs[0].report.lag_corrected and "the lag between the topics is not determined" in pr.summary
 
 
 @pytest.mark.parametrize("n", [2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 40])
@@ -581,25 +610,6 @@ def test_a_lagging_measured_velocity_is_found_whole_or_in_pieces(model, lag_s):
     else:
         assert lagging == list(model.joint_names) and len(found) == 6
         assert "lags dq/dt by 150 ms" in found[0].text and "differentiated positions are used" in found[0].text
-
-
-def test_the_streamed_identify_reads_at_once_when_the_logged_velocity_lags(world, monkeypatch, tmp_path, capsys):
-    """The chunked reader processes with the measured velocity while it checks it; when it
-    lags, the recording is read at once and processed with the differentiated positions."""
-    import yaml
-    s = copy.deepcopy(world["streams"])
-    rows = np.asarray(s[JS].fields["velocity"], float)
-    t = (s[JS].stamps - s[JS].stamps[0]) / 1e9
-    src = np.clip(np.searchsorted(t, t - 0.15), 0, len(t) - 1)
-    s[JS] = JointStream(s[JS].topic, s[JS].stamps, s[JS].names, dict(s[JS].fields, velocity=rows[src]),
-                        s[JS].received)
-    monkeypatch.setattr(bagmod, "read_streams", lambda path, topics: {t: s[t] for t in topics})
-    monkeypatch.setattr(bag_processed, "bag_chunks", chunker(s))
-    assert main(["identify", "--bag", str(world["bag"]), "--urdf", str(world["urdf"]), "--config", str(CONFIG),
-                 "--output", str(tmp_path / "r"), "--method", "wls", "--no-plots", "--quiet"]) == 0
-    assert "the measured velocity lags dq/dt by 150 ms" in capsys.readouterr().err
-    d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
-    assert d["source"]["use_measured_velocity"] is False and d["source"].get("read") is None
 
 
 def test_a_log_filtered_before_it_was_saved_is_recognised(model):

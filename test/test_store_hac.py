@@ -1,5 +1,6 @@
 """The HAC covariance of a compressed problem, from its rows re-read out of the processed
-store (estimation/store_hac.py), against the in-memory HAC on the full rows."""
+store (estimation/store_hac.py), against the in-memory HAC on the full rows: one run of
+rows, and several runs (the identification samples a hold-out leaves)."""
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from robot_ident.estimation import build_problem, ols, physically_consistent, wl
 from robot_ident.estimation.compressed import accumulate
 from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters
 from robot_ident.estimation.store_hac import StoreRowSource
-from robot_ident.estimation.uncertainty import _LaggedSums
+from robot_ident.estimation.uncertainty import _LaggedSums, hac_covariance
 from robot_ident.model.robot import RobotModel
 from robot_ident.util.blas import single_threaded_blas
 
@@ -47,9 +48,10 @@ def correlated(tmp_path_factory):
 
 
 def _compressed(model, base, store, N, chunk=450, max_lag=4096):
-    acc, _ = accumulate(store, 0, N, model, base, THR, GUARD, chunk=chunk, plot_points=16)
+    runs = [(store, 0, N)]
+    acc, _ = accumulate(runs, model, base, THR, GUARD, chunk=chunk, plot_points=16)
     comp = acc.problem()
-    comp.rows = StoreRowSource(store, 0, N, model, base, THR, GUARD, chunk=chunk, max_lag=max_lag)
+    comp.rows = StoreRowSource(runs, model, base, THR, GUARD, chunk=chunk, max_lag=max_lag)
     return comp
 
 
@@ -67,6 +69,32 @@ def test_store_hac_equals_the_in_memory_hac(correlated, est):
     assert rel(a.covariance, b.covariance) < 1e-8
     assert a.extra["std_inflation_median"] == pytest.approx(b.extra["std_inflation_median"], rel=1e-8)
     assert b.extra["std_inflation_median"] > 1.5              # white-noise std would be too optimistic
+
+
+def test_store_hac_of_several_runs_equals_hac_covariance_of_their_rows(correlated):
+    """Row runs with a hole (a held-out block): each run's dead band is its own and the
+    runs' samples follow one another in the residual series, as `uncertainty.hac_covariance`
+    sees the stacked rows of the runs' problems (their samples numbered on)."""
+    model, base, data, store = correlated
+    runs = [(store, 0, 1100), (store, 1700, 2450), (store, 2600, 3000)]
+    acc, _ = accumulate(runs, model, base, THR, GUARD, chunk=450, plot_points=16)
+    comp = acc.problem()
+    parts = [build_problem(model, base, store.read(a, b), THR, GUARD) for _, a, b in runs]
+    offsets = np.cumsum([0] + [b - a for _, a, b in runs[:-1]])
+    W, y = np.vstack([p.W for p in parts]), np.concatenate([p.y for p in parts])
+    sample = np.concatenate([p.sample_of_row + o for p, o in zip(parts, offsets)])
+    joint = np.concatenate([p.joint_of_row for p in parts])
+    assert comp.n_rows == y.size and np.array_equal(acc.counts, np.bincount(joint, minlength=model.n))
+    x = np.linalg.lstsq(W, y, rcond=None)[0]
+    assert rel(ols(comp).values, x) < 1e-9
+    w = np.linspace(0.5, 2.0, model.n)                      # joint weights, as wls gives
+    W_w, r_w = W * w[joint][:, None], (y - W @ x) * w[joint]
+    A_inv = np.linalg.inv(W_w.T @ W_w)
+    ref, ref_info = hac_covariance(W_w, r_w, A_inv, sample, joint, model.n)
+    got, info = StoreRowSource(runs, model, base, THR, GUARD, chunk=450).hac_covariance(x, w, A_inv, y.size)
+    assert info["hac_lag_samples"] == ref_info["hac_lag_samples"] > 5
+    assert info["std_inflation_median"] == pytest.approx(ref_info["std_inflation_median"], rel=1e-10)
+    assert rel(got, ref) < 1e-10
 
 
 def test_physical_on_the_store_equals_in_memory(correlated):

@@ -1,11 +1,10 @@
-"""The filter cutoff chosen from a bag in bounded memory (estimation/stream_cutoff.py)
-against the in-memory `choose_cutoff` on the same recordings (real rosbag2 bags of the
-simulated demo arm): the same candidates, choice, scores and per-joint RMS to 1e-9
-relative, with one segment and with gaps, with and without a hold-out; the fold
-assignment matters (shifting it changes the scores, so the equality is not vacuous);
-the same note and the default cutoff when the data cannot decide; `robot-ident
-identify` streams with an auto cutoff and gives the parameters of ``--in-memory``;
-the identification node's streamed window chooses it too."""
+"""The filter cutoff chosen from the data (estimation/auto_cutoff.py) by the one pipeline
+(estimation/flow.py), on real rosbag2 bags of the simulated demo arm: a bag read in
+chunks and the same bag synchronised in one call (the road of a bag played in a loop)
+give the same candidates, choice, scores, per-joint RMS and parameters, with one segment
+and with gaps, with and without a hold-out; the held-out samples and a validation
+recording take no part in the choice; when the data cannot decide, the default cutoff
+and the note; ``robot-ident identify`` records the choice."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,18 +16,14 @@ import yaml
 pytest.importorskip("rosbags")
 
 from robot_ident.cli import main  # noqa: E402
+from robot_ident.data import stream_sync  # noqa: E402
 from robot_ident.data.bag import read_recordings_from_config, write_bag_from_config  # noqa: E402
-from robot_ident.data.bag_processed import process_bag  # noqa: E402
-from robot_ident.data.holdout import Holdout, holdout_flags  # noqa: E402
+from robot_ident.data.stream_sync import NeedsWholeRecording  # noqa: E402
 from robot_ident.errors import SignalError  # noqa: E402
-from robot_ident.estimation.auto_cutoff import choose_cutoff, settings_with_data_cutoff, strip_auto_cutoff  # noqa: E402
-from robot_ident.estimation.pipeline import base_parameters, identification_config  # noqa: E402
-from robot_ident.estimation.stream_cutoff import process_choosing_cutoff  # noqa: E402
+from robot_ident.estimation import auto_cutoff  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
-from robot_ident.io.model_loading import load_model  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
-from robot_ident.offline.inputs import _process_all, load_input  # noqa: E402
-from robot_ident.util.progress import Progress  # noqa: E402
+from robot_ident.offline.inputs import identify_inputs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "demo_arm.yaml"
@@ -39,13 +34,12 @@ def rel(a, b):
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-def auto_config(path: Path, **dead_band) -> Path:
+def auto_config(path: Path) -> Path:
     """The demo config without a filter cutoff (chosen from the data), method wls."""
     doc = yaml.safe_load(CONFIG.read_text())
     ident = doc["robot_ident"]["ros__parameters"]["identification"]
     ident["method"] = "wls"
     del ident["filter"]["cutoff_hz"]
-    ident["dead_band"].update(dead_band)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
@@ -54,6 +48,8 @@ def auto_config(path: Path, **dead_band) -> Path:
 def bags(tmp_path_factory, demo_urdf):
     """A 30 s simulated bag (sqlite3), and the same motion in mcap with two gaps that
     cut it into three segments, the first too short to process."""
+    from dataclasses import replace
+
     from robot_ident.excitation import FourierTrajectory
     from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
     from robot_ident.offline.bag_workflow import simulate_to_bag
@@ -68,121 +64,92 @@ def bags(tmp_path_factory, demo_urdf):
     rec = read_recordings_from_config(d / "one", cfg).segments[0].reorder(cfg.joints)
     rec = rec.slice_time(0.0, 24.0)
     t = rec.t + 0.5 * (rec.t >= 0.3) + 0.5 * (rec.t >= 12.0)
-    from dataclasses import replace
     write_bag_from_config(d / "gaps", replace(rec, t=t), cfg, storage="mcap")
+    assert len(read_recordings_from_config(d / "gaps", cfg).segments) == 3
     return {"dir": d, "config": cfg_path, "one": d / "one", "gaps": d / "gaps"}
 
 
-def in_memory_choice(bag, cfg_path, urdf, holdout: float):
-    """What `identify_inputs` (``identify --in-memory``) chooses: the same steps."""
-    cfg = load_config(cfg_path)
-    section, auto = strip_auto_cutoff(cfg.section("identification"))
-    icfg = identification_config(section)
-    settings = icfg.settings
-    model = load_model(urdf, cfg, icfg)
-    base = base_parameters(model, settings)
-    pairs, _ = _process_all([load_input(bag, cfg)], settings.filter)
-    parts = [p for _, p in pairs if p is not None]
-    flags = holdout_flags(parts, Holdout(fraction=holdout))
-    recs = [s for s, p in pairs if p is not None]
-    return cfg, settings, model, base, recs, [~f for f in flags]
+@pytest.fixture
+def choices(monkeypatch):
+    """Every cross-validated choice made, with the samples allowed to take part."""
+    seen = []
+    real = auto_cutoff.cross_validate_cutoff
+
+    def spy(model, stores, cands, settings, base, allowed, *args, **kwargs):
+        choice = real(model, stores, cands, settings, base, allowed, *args, **kwargs)
+        seen.append((choice, np.array(allowed, bool)))
+        return choice
+    monkeypatch.setattr(auto_cutoff, "cross_validate_cutoff", spy)
+    return seen
 
 
-def streamed_choice(bag, cfg, settings, holdout, model, base):
-    pb, new, note, choice = process_choosing_cutoff(bag, cfg, settings, holdout, model, base, Progress(quiet=True))
-    try:
-        return pb.store.n_samples, pb.filters[0].cutoff_hz, new, note, choice
-    finally:
-        pb.close()
+def identify(bag, urdf, config, **kw):
+    return identify_inputs([bag], urdf, config, None, plots=False, warn=lambda _: None, **kw)
 
 
 @pytest.mark.parametrize("which,holdout", [("one", 0.2), ("one", 0.0), ("gaps", 0.2)])
-def test_streamed_choice_equals_choose_cutoff(bags, demo_urdf, which, holdout):
-    cfg, settings, model, base, recs, allowed = in_memory_choice(bags[which], bags["config"], demo_urdf, holdout)
-    if which == "gaps":
-        assert len(recs) == 2 and len(read_recordings_from_config(bags[which], cfg).segments) == 3
-    ref = choose_cutoff(model, recs, settings, base=base, allowed=allowed)
-    _, used, new, note, got = streamed_choice(bags[which], cfg, settings, holdout, model, base)
-    assert got.candidates == ref.candidates and len(ref.candidates) == 9
-    assert got.cutoff_hz == ref.cutoff_hz == new.filter.cutoff_hz == used
+def test_the_choice_is_the_same_read_in_chunks_or_whole(bags, demo_urdf, which, holdout, choices, monkeypatch):
+    a = identify(bags[which], demo_urdf, bags["config"], holdout=holdout)
+    with monkeypatch.context() as m:
+        def feed(self, states, efforts):
+            raise NeedsWholeRecording("forced by the test")
+        m.setattr(stream_sync.ChunkedSync, "feed", feed)
+        b = identify(bags[which], demo_urdf, bags["config"], holdout=holdout)
+    (got, allowed), (ref, allowed_b) = choices
+    assert got.candidates == ref.candidates == auto_cutoff.CANDIDATES_HZ
+    assert got.cutoff_hz == ref.cutoff_hz == a.settings.filter.cutoff_hz == b.settings.filter.cutoff_hz
     assert rel(got.scores, ref.scores) < 1e-9
-    assert max(rel(a, b) for a, b in zip(got.rms, ref.rms)) < 1e-9
-    assert note == ref.summary()
+    assert max(rel(x, y) for x, y in zip(got.rms, ref.rms)) < 1e-9
+    assert got.summary() == ref.summary() and got.summary() in a.summary and "chosen from the data" in a.summary
+    assert rel(a.result.values, b.result.values) < 1e-9
+    # the held-out tail takes no part in the choice
+    assert np.array_equal(allowed, allowed_b)
+    cut = int(round((1.0 - holdout) * allowed.size))
+    assert allowed[:cut].all() and not allowed[cut:].any()
+    assert (a.validation is None) == (holdout == 0.0)
+    if which == "gaps":     # the first segment is skipped, on both roads
+        for o in (a, b):
+            assert o.summary.count("skipped") == 1, o.summary
 
 
-def test_a_shifted_fold_assignment_changes_the_scores(bags, demo_urdf, monkeypatch):
-    """The equality above is not vacuous: scoring another fold gives other scores."""
-    cfg, settings, model, base, recs, allowed = in_memory_choice(bags["one"], bags["config"], demo_urdf, 0.2)
-    ref = choose_cutoff(model, recs, settings, base=base, allowed=allowed)
-    from robot_ident.estimation import auto_cutoff
-    of = auto_cutoff._Folds.of                    # both paths' fold assignment (one implementation)
-    monkeypatch.setattr(auto_cutoff._Folds, "of",
-                        lambda self, a, t: np.where((f := of(self, a, t)) >= 0, (f + 1) % self.folds, f))
-    got = streamed_choice(bags["one"], cfg, settings, 0.2, model, base)[-1]
-    assert rel(got.scores, ref.scores) > 1e-4
+def test_a_validation_recording_takes_no_part_in_the_choice(bags, demo_urdf, choices):
+    """With a validation recording nothing is held out of the identification input: every
+    one of its samples takes part in the choice; the recording is validated with the
+    cutoff chosen."""
+    o = identify(bags["one"], demo_urdf, bags["config"], validate_inputs=[bags["gaps"]])
+    ((choice, allowed),) = choices
+    assert allowed.all() and allowed.size == o.result.n_samples
+    assert o.validation is not None and o.validation.n_samples.min() > 0
+    assert choice.summary() in o.summary and f"validate {bags['gaps']}" in o.summary
 
 
-def test_data_that_cannot_decide_keep_the_default_cutoff(bags, demo_urdf, tmp_path):
-    """A dead band no sample leaves: the in-memory note, the default cutoff, and the
-    samples processed with it (no second read of the bag)."""
-    cfg_path = auto_config(tmp_path / "still.yaml", velocity=100.0)
-    cfg, settings, model, base, recs, allowed = in_memory_choice(bags["one"], cfg_path, demo_urdf, 0.2)
-    with pytest.raises(SignalError, match="too few moving samples"):
-        choose_cutoff(model, recs, settings, base=base, allowed=allowed)
-    same, ref_note, none = settings_with_data_cutoff(model, recs, settings, allowed, base)
-    pb, new, note, choice = process_choosing_cutoff(bags["one"], cfg, settings, 0.2, model, base,
-                                                    Progress(quiet=True))
-    try:
-        assert choice is none is None and note == ref_note and "(default)" in note
-        assert new == same and new.filter.cutoff_hz == 20.0 == pb.filters[0].cutoff_hz
-        got = pb.store.read(0, pb.store.n_samples)
-    finally:
-        pb.close()
-    ref = process_bag(bags["one"], cfg, settings.filter)
-    try:
-        want = ref.store.read(0, ref.store.n_samples)
-    finally:
-        ref.store.close()
-    assert np.array_equal(got.t, want.t) and np.array_equal(got.qdd, want.qdd)
+def test_data_that_cannot_decide_keep_the_default_cutoff(bags, demo_urdf, monkeypatch):
+    """The cross-validation fails (e.g. too few moving samples): the note says why, and the
+    identification is that of the default cutoff set in the config (its samples kept from
+    the same read)."""
+    def cannot(*args, **kwargs):
+        raise SignalError("too few moving samples to cross-validate the filter cutoff")
+    monkeypatch.setattr(auto_cutoff, "cross_validate_cutoff", cannot)
+    a = identify(bags["one"], demo_urdf, bags["config"])
+    assert a.settings.filter.cutoff_hz == 20.0
+    assert ("filter cutoff 20 Hz (default): it could not be chosen from the data: too few moving samples"
+            in a.summary)
+    b = identify(bags["one"], demo_urdf, CONFIG, method="wls")          # 20 Hz set in the config
+    assert "chosen" not in b.summary
+    assert rel(a.result.values, b.result.values) < 1e-12
+    assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-12)
 
 
-def test_identify_streams_with_an_auto_cutoff(bags, demo_urdf, tmp_path):
-    """`robot-ident identify` with no cutoff in the config streams by default; the
-    parameters, the cutoff, its note and the input checks are those of --in-memory."""
-    common = ["--bag", str(bags["one"]), "--urdf", str(demo_urdf), "--config", str(bags["config"]),
-              "--no-plots", "--quiet"]
-    assert main(["identify", *common, "--output", str(tmp_path / "s")]) == 0
-    assert main(["identify", *common, "--output", str(tmp_path / "m"), "--in-memory"]) == 0
-    a = yaml.safe_load((tmp_path / "s" / "result.yaml").read_text())
-    b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
-    assert a["source"]["read"] == "streaming" and b["source"].get("read") is None
-    assert a["source"]["filter_cutoff_chosen_from_data"] is b["source"]["filter_cutoff_chosen_from_data"] is True
-    for k in ("filter_cutoff_hz", "filter_cutoff_note"):
-        assert a["source"][k] == b["source"][k], k
-    assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
-    assert a["input_checks"] == b["input_checks"]
-    # --cutoff auto overrides a configured cutoff, streamed too
-    argv = ["identify", "--bag", str(bags["one"]), "--urdf", str(demo_urdf), "--config", str(CONFIG),
-            "--method", "wls", "--no-plots", "--quiet", "--stream", "--cutoff", "auto"]
-    assert main(argv + ["--output", str(tmp_path / "c")]) == 0
-    c = yaml.safe_load((tmp_path / "c" / "result.yaml").read_text())
-    assert c["source"]["filter_cutoff_hz"] == a["source"]["filter_cutoff_hz"]
-
-
-def test_node_streamed_window_chooses_the_cutoff(bags, demo_urdf, tmp_path):
-    """The identification node's streamed window (above its message limit) chooses the
-    cutoff as its in-memory window does, with the same parameters."""
-    from robot_ident.data.bag import read_streams
-    from robot_ident.online.identification_window import identify_recorded, identify_streams
-    from robot_ident.online.recording_window import Recorded
-    cfg = load_config(bags["config"])
-    topics = {cfg.joint_states_topic: ("joint_state", None),
-              cfg.current_topic: (cfg.current_kind, cfg.current_interface)}
-    rec = Recorded(None, None, "manual", 1, bag=bags["one"])
-    node = identify_recorded(rec, cfg, demo_urdf, stream_above_messages=0)
-    s = read_streams(bags["one"], topics)
-    mem = identify_streams(s[cfg.joint_states_topic], s[cfg.current_topic], cfg, demo_urdf)
-    assert "chosen from the data" in node.sync_summary
-    assert node.sync_summary.splitlines()[-1] == mem.sync_summary.splitlines()[-1]
-    assert not any("cannot choose" in w for w in node.warnings)
-    np.testing.assert_allclose(node.result.values, mem.result.values, rtol=1e-9, atol=1e-12)
+def test_identify_records_the_cutoff_chosen(bags, demo_urdf, tmp_path):
+    """`robot-ident identify` with no cutoff in the config chooses it and records it with its
+    note in result.yaml; ``--cutoff auto`` overrides a configured cutoff the same way."""
+    common = ["--bag", str(bags["one"]), "--urdf", str(demo_urdf), "--no-plots", "--quiet"]
+    assert main(["identify", *common, "--config", str(bags["config"]), "--output", str(tmp_path / "a")]) == 0
+    a = yaml.safe_load((tmp_path / "a" / "result.yaml").read_text())["source"]
+    assert a["filter_cutoff_chosen_from_data"] is True and a["filter_cutoff_hz"] in auto_cutoff.CANDIDATES_HZ
+    assert a["filter_cutoff_note"].startswith(f"filter cutoff {a['filter_cutoff_hz']:g} Hz chosen from the data")
+    assert main(["identify", *common, "--config", str(CONFIG), "--method", "wls", "--cutoff", "auto",
+                 "--output", str(tmp_path / "c")]) == 0
+    c = yaml.safe_load((tmp_path / "c" / "result.yaml").read_text())["source"]
+    assert c["filter_cutoff_chosen_from_data"] is True
+    assert c["filter_cutoff_hz"] == a["filter_cutoff_hz"] and c["filter_cutoff_note"] == a["filter_cutoff_note"]

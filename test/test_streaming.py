@@ -1,7 +1,10 @@
-"""The streaming path against the in-memory one: batch CDR decoding against rosbags'
-deserialiser, chunked synchronisation + filtering against synchronise + process, the
-compressed problem against the full one, and `identify` end to end (same parameters to
-1e-9 relative), plus progress reporting."""
+"""Reading recordings through the one pipeline (data/processing.py, estimation/flow.py):
+batch CDR decoding against rosbags' deserialiser; a bag read in chunks against the same
+bag synchronised in one call (the fallback for a bag played in a loop) and against
+`synchronise` + `process`; a segment that fails part-way; the compressed problem against
+the full one; `identify` end to end -- a bag read in chunks, read whole and as a table of
+the same data give the same parameters, hold-outs, the row-based methods' limit, the
+input checks; `validate` against the RMS of the samples in memory; progress reporting."""
 import io
 from pathlib import Path
 
@@ -10,21 +13,23 @@ import pytest
 
 pytest.importorskip("rosbags")
 
+from robot_ident.data import stream_sync  # noqa: E402
 from robot_ident.data.bag import make_typestore, read_recordings_from_config, write_bag_from_config  # noqa: E402
-from robot_ident.data.bag_processed import process_bag  # noqa: E402
 from robot_ident.data.cdr import DYNAMIC_JOINT_STATE, JOINT_STATE, decode  # noqa: E402
-from robot_ident.data.joint_stream import JointStream  # noqa: E402
+from robot_ident.data.holdout import Holdout  # noqa: E402
 from robot_ident.data.msgs import JointStreamCollector, dynamic_joint_state_message, joint_state_message  # noqa: E402
+from robot_ident.data.processing import process_input, segments_in_memory  # noqa: E402
 from robot_ident.data.signals import FilterOptions, Recording, concatenate, process  # noqa: E402
 from robot_ident.data.stream_filter import SegmentFilter  # noqa: E402
-from robot_ident.data.stream_sync import ChunkedSync, NeedsWholeRecording  # noqa: E402
+from robot_ident.data.stream_sync import NeedsWholeRecording  # noqa: E402
 from robot_ident.errors import IdentificationError  # noqa: E402
 from robot_ident.estimation import build_problem, ols, physically_consistent, wls  # noqa: E402
 from robot_ident.estimation.compressed import CompressedAccumulator  # noqa: E402
-from robot_ident.estimation.pipeline import base_parameters, identification_config, process_segments  # noqa: E402
+from robot_ident.estimation.pipeline import base_parameters, identification_config  # noqa: E402
 from robot_ident.estimation.robust import irls  # noqa: E402
 from robot_ident.io.config import load_config  # noqa: E402
 from robot_ident.model.robot import RobotModel  # noqa: E402
+from robot_ident.offline.inputs import identify_inputs  # noqa: E402
 from robot_ident.util.blas import single_threaded_blas  # noqa: E402
 from robot_ident.util.progress import Progress, format_progress  # noqa: E402
 
@@ -34,6 +39,13 @@ CONFIG = ROOT / "config" / "demo_arm.yaml"
 
 def rel(a, b):
     return float(np.max(np.abs(np.asarray(a) - np.asarray(b))) / np.max(np.abs(b)))
+
+
+def read_whole(monkeypatch):
+    """Make every bag take the whole-recording road (as a bag played in a loop does)."""
+    def feed(self, states, efforts):
+        raise NeedsWholeRecording("forced by the test")
+    monkeypatch.setattr(stream_sync.ChunkedSync, "feed", feed)
 
 
 # ------------------------------------------------------------------------ CDR
@@ -72,7 +84,7 @@ def test_batch_decoder_matches_rosbags_on_mixed_layouts():
         assert got.joint_set() == ref.joint_set()
         names = sorted(ref.joint_set())
         # the decoder reads the fields identification uses (the message collector also keeps a
-        # DynamicJointState's positions, for the inter-topic lag check of the in-memory path)
+        # DynamicJointState's positions)
         assert set(got.fields) <= set(ref.fields) and "effort" in got.fields or "current" in got.fields
         for f in got.fields:
             assert np.array_equal(got.matrix(f, names), ref.matrix(f, names), equal_nan=True), f
@@ -98,8 +110,25 @@ def synthetic_recording(duration=24.0, gap_at=None, rate=1000.0, seed=0):
     return Recording(t, joints, q, eff, qd=qd)
 
 
+def loop_bag(src: Path, dst: Path, passes: int = 2) -> Path:
+    """`src` played `passes` times into a new bag: the header stamps start over, the bag's
+    log times go on (what recording a looped ``ros2 bag play`` gives)."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+    ts = make_typestore()
+    with Reader(src) as r, Writer(dst, version=8, storage_plugin=StoragePlugin.MCAP) as w:
+        conns = {c.id: w.add_connection(c.topic, c.msgtype, typestore=ts) for c in r.connections}
+        msgs = list(r.messages())
+        span = msgs[-1][1] - msgs[0][1] + 1_000_000
+        for k in range(passes):
+            for c, log, raw in msgs:
+                w.write(conns[c.id], log + k * span, raw)
+    return dst
+
+
 @pytest.fixture(scope="module")
 def gap_bags(tmp_path_factory):
+    """24 s of motion with a 0.4 s hole (two segments) in sqlite3 and mcap; the mcap one
+    played twice in a loop."""
     d = tmp_path_factory.mktemp("stream")
     cfg = load_config(CONFIG)
     rec = synthetic_recording(gap_at=11.0)
@@ -107,59 +136,105 @@ def gap_bags(tmp_path_factory):
     for storage in ("sqlite3", "mcap"):
         out[storage] = d / f"gap_{storage}"
         write_bag_from_config(out[storage], rec, cfg, storage=storage, current_noise_std=0.01)
+    out["loop"] = loop_bag(out["mcap"], d / "gap_loop")
     return out
 
 
+def filter_rule(cfg):
+    f = identification_config(cfg.section("identification")).settings.filter
+    return f, (lambda _rate: [f])
+
+
+def assert_processed_as_synchronise_then_process(p, bag, cfg, f):
+    """The stored segments of `p` (its last input) are `synchronise` + `process` of the bag."""
+    ref = [process(s.reorder(cfg.joints), f) for s in read_recordings_from_config(bag, cfg).segments]
+    got = segments_in_memory(p)[-len(ref):]
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.n_samples == r.n_samples
+        assert np.array_equal(g.t, r.t) and np.array_equal(g.effort_raw, r.effort_raw)
+        for a in ("q", "qd", "qdd", "effort"):
+            assert rel(getattr(g, a), getattr(r, a)) < 1e-10, a
+
+
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
-def test_chunked_read_sync_filter_equals_whole_recording(gap_bags, storage):
+def test_chunked_read_equals_the_whole_recording_read(gap_bags, storage, monkeypatch):
+    """Small batches and stretches (many chunk boundaries, one near the gap) give the samples
+    the whole-recording road gives, and those of `synchronise` + `process`."""
     cfg = load_config(CONFIG)
-    settings = identification_config(cfg.section("identification")).settings
-    ref_sync = read_recordings_from_config(gap_bags[storage], cfg)
-    parts, _ = process_segments(ref_sync, cfg.joints, settings)
-    ref = concatenate(parts)
-    # small batches and stretches: many chunk boundaries, one inside the gap's neighbourhood
-    pb = process_bag(gap_bags[storage], cfg, settings.filter, batch=3000, chunk_s=2.0)
+    f, rule = filter_rule(cfg)
+    bag = gap_bags[storage]
+    chunked = process_input(bag, cfg, rule, batch=3000, chunk_s=2.0)
+    with monkeypatch.context() as m:
+        read_whole(m)
+        whole = process_input(bag, cfg, rule)
     try:
-        got = pb.store.read(0, pb.store.n_samples)
+        a, b = chunked.inputs[0], whole.inputs[0]
+        assert a.whole == "" and b.whole == "read at once: forced by the test"
+        assert a.report.segments == b.report.segments == 2 and len(chunked.segments) == 2
+        assert a.report.samples == b.report.samples and len(a.report.gaps) == len(b.report.gaps) == 2
+        assert chunked.segment_rows() == whole.segment_rows()
+        assert [s.offset_s for s in chunked.segments] == [s.offset_s for s in whole.segments]
+        for p in (chunked, whole):
+            assert_processed_as_synchronise_then_process(p, bag, cfg, f)
     finally:
-        pb.store.close()
-    assert len(ref_sync.segments) == 2 and pb.report.segments == 2
-    assert pb.report.samples == ref_sync.report.samples
-    assert len(pb.report.gaps) == len(ref_sync.report.gaps) == 2
-    assert got.n_samples == ref.n_samples
-    assert np.array_equal(got.t, ref.t) and np.array_equal(got.effort_raw, ref.effort_raw)
-    for f in ("q", "qd", "qdd", "effort"):
-        assert rel(getattr(got, f), getattr(ref, f)) < 1e-10, f
+        chunked.close()
+        whole.close()
+
+
+def test_a_bag_played_in_a_loop_is_read_whole(gap_bags):
+    """The stamps start over part-way: the chunked synchroniser gives up
+    (`NeedsWholeRecording`) after it has stored samples; what it stored is taken back and
+    the bag is synchronised in one call -- after another input (its rows kept) and as the
+    first input."""
+    cfg = load_config(CONFIG)
+    f, rule = filter_rule(cfg)
+    p = process_input(gap_bags["mcap"], cfg, rule)
+    try:
+        first = segments_in_memory(p)
+        p = process_input(gap_bags["loop"], cfg, rule, into=p, batch=3000, chunk_s=2.0)
+        assert p.inputs[1].whole.startswith("read at once") and "jumps back in time" in p.inputs[1].whole
+        assert len(p.segments) == 2 + 4 and [s.input for s in p.segments] == [0, 0, 1, 1, 1, 1]
+        for a, b in zip(first, segments_in_memory(p)):
+            assert np.array_equal(a.t, b.t) and np.array_equal(a.qdd, b.qdd)
+        assert_processed_as_synchronise_then_process(p, gap_bags["loop"], cfg, f)
+    finally:
+        p.close()
+    p = process_input(gap_bags["loop"], cfg, rule, batch=3000, chunk_s=2.0)
+    try:
+        assert p.inputs[0].whole.startswith("read at once") and len(p.segments) == 4
+        assert_processed_as_synchronise_then_process(p, gap_bags["loop"], cfg, f)
+    finally:
+        p.close()
 
 
 def test_a_segment_that_fails_part_way_is_taken_out_whole(gap_bags, monkeypatch):
-    """As the whole-recording path skips a segment whose processing fails, the chunked path
-    takes back the samples it had already stored (it used to keep them)."""
-    from robot_ident.data import bag_processed
+    """A segment whose processing fails after some of its samples were stored is skipped
+    whole (its samples taken back) and named in the summary; the other segment stays."""
     from robot_ident.errors import SignalError
     cfg = load_config(CONFIG)
-    settings = identification_config(cfg.section("identification")).settings
-    pb = process_bag(gap_bags["mcap"], cfg, settings.filter, batch=3000, chunk_s=2.0)
+    _, rule = filter_rule(cfg)
+    p = process_input(gap_bags["mcap"], cfg, rule, batch=3000, chunk_s=2.0)
     try:
-        whole, starts = pb.store.read(0, pb.store.n_samples), list(pb.store.segment_starts)
+        whole, rows = p.store.read(0, p.n_samples), p.segment_rows()
     finally:
-        pb.store.close()
-    assert len(starts) == 2
-    real_add = bag_processed.SegmentFilter.add
+        p.close()
+    assert len(rows) == 2
+    real_add = SegmentFilter.add
 
     def add(self, piece):                 # the second segment fails after a few of its pieces
         if piece.t[0] > 11.0 and getattr(self, "_pieces", 0) >= 3:
             raise SignalError("injected failure")
         self._pieces = getattr(self, "_pieces", 0) + 1
         real_add(self, piece)
-    monkeypatch.setattr(bag_processed.SegmentFilter, "add", add)
-    pb = process_bag(gap_bags["mcap"], cfg, settings.filter, batch=3000, chunk_s=2.0)
+    monkeypatch.setattr(SegmentFilter, "add", add)
+    p = process_input(gap_bags["mcap"], cfg, rule, batch=3000, chunk_s=2.0)
     try:
-        got = pb.store.read(0, pb.store.n_samples)
-        assert pb.store.segment_starts == starts[:1] and got.n_samples == starts[1]
-        assert np.array_equal(got.t, whole.t[:starts[1]]) and any("injected failure" in s for s in pb.skipped)
+        assert p.segment_rows() == rows[:1] and p.store.segment_starts == [0]
+        assert np.array_equal(p.store.read(0, p.n_samples).t, whole.t[:rows[1][0]])
+        assert any("injected failure" in s for s in p.inputs[0].skipped) and "injected failure" in p.summary
     finally:
-        pb.store.close()
+        p.close()
 
 
 def test_segment_filter_in_windows_equals_process():
@@ -178,19 +253,6 @@ def test_segment_filter_in_windows_equals_process():
         assert rel(getattr(got, a), getattr(ref, a)) < 1e-12, a
     # differentiating positions (once, twice) at 1 kHz scales round-off by ~1/h, 1/h^2
     assert rel(got.qd, ref.qd) < 1e-10 and rel(got.qdd, ref.qdd) < 1e-8
-
-
-def test_backward_time_jump_needs_the_whole_recording():
-    t = np.arange(0, 30, 0.002)
-    t = np.concatenate([t, t])                         # a bag played twice
-    joints = ("a",)
-    s = JointStream.from_arrays("/js", t, joints, position=np.sin(t)[:, None], velocity=np.cos(t)[:, None])
-    e = JointStream.from_arrays("/cur", t, joints, effort=np.cos(t)[:, None])
-    sync = ChunkedSync(joints, chunk_s=5.0)
-    with pytest.raises(NeedsWholeRecording):
-        for a in range(0, t.size, 2000):
-            sync.feed(s.select(np.arange(a, min(a + 2000, t.size))), e.select(np.arange(a, min(a + 2000, t.size))))
-        sync.finish()
 
 
 # --------------------------------------------------------------- compressed problem
@@ -267,39 +329,169 @@ def sim_bag(tmp_path_factory, demo_urdf):
     return d
 
 
-@pytest.mark.parametrize("method", ["wls", "physical"])
-def test_streaming_identify_gives_the_in_memory_parameters(sim_bag, demo_urdf, method):
-    from robot_ident.offline.bag_workflow import identify_bag
-    a = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"s_{method}", method=method, plots=False,
-                     streaming=True)
-    b = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / f"m_{method}", method=method, plots=False,
-                     streaming=False)
-    assert a.result.extra.get("raw_residual_rms") and (sim_bag / f"s_{method}" / "result.yaml").is_file()
-    if method == "physical":    # an iterative solve: equal to its tolerance, not to rounding
-        assert rel(a.result.values, b.result.values) < 1e-6
-        assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-6)
-        return
-    assert rel(a.result.values, b.result.values) < 1e-9
-    assert a.result.n_rows == b.result.n_rows and a.result.n_samples == b.result.n_samples
-    assert a.result.condition_number == pytest.approx(b.result.condition_number, rel=1e-9)
-    for j in a.model.joint_names:
-        assert a.result.extra["raw_residual_rms"][j] == pytest.approx(b.result.extra["raw_residual_rms"][j],
-                                                                      rel=1e-9)
-    assert np.array_equal(a.validation.n_samples, b.validation.n_samples)
-    assert np.allclose(a.validation.rms, b.validation.rms, rtol=1e-9)
-    assert np.allclose(a.validation.max_abs_error, b.validation.max_abs_error, rtol=1e-9)
-    assert np.allclose(a.validation.nrms, b.validation.nrms, rtol=1e-9)
-    assert a.validation.nrms_reference == b.validation.nrms_reference
+@pytest.fixture(scope="module")
+def identified(sim_bag, demo_urdf):
+    """wls on the simulated bag (read in chunks), its result folder written."""
+    return identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, sim_bag / "wls", method="wls", plots=False,
+                           warn=lambda _: None)
 
 
-def test_row_based_methods_bound_their_rows(sim_bag, demo_urdf, monkeypatch):
-    from robot_ident.estimation import streamed as streaming
-    from robot_ident.offline.bag_workflow import identify_bag
-    monkeypatch.setattr(streaming, "MAX_ROWS_IN_MEMORY", 1000)
+def test_chunked_whole_and_table_reads_give_the_same_identification(sim_bag, demo_urdf, identified, monkeypatch):
+    """The bag read in chunks, the bag synchronised in one call, and a table of its
+    synchronised data (currents, converted by the same actuators): the same parameters,
+    HAC standard deviations (from the residual series re-read from the stores) and
+    validation on the held-out tail."""
+    from dataclasses import replace
+
+    from robot_ident.data.table import write_table
+    a = identified
+    assert (a.output / "result.yaml").is_file() and a.result.extra.get("raw_residual_rms")
+    assert "std_model" not in a.result.extra and a.result.extra["hac_lag_samples"] > 0
+    cfg = load_config(CONFIG)
+    (seg,) = read_recordings_from_config(sim_bag / "bag", cfg).segments
+    table = write_table(sim_bag / "same.npz", replace(seg, effort=cfg.drive.currents(seg.effort, seg.joint_names)),
+                        value_field="current")
+    c = identify_inputs([table], demo_urdf, CONFIG, None, method="wls", plots=False, warn=lambda _: None)
+    with monkeypatch.context() as m:
+        read_whole(m)
+        b = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, None, method="wls", plots=False,
+                            warn=lambda _: None)
+    for o in (b, c):
+        assert rel(o.result.values, a.result.values) < 1e-9
+        assert o.result.n_rows == a.result.n_rows and o.result.n_samples == a.result.n_samples
+        assert o.result.condition_number == pytest.approx(a.result.condition_number, rel=1e-9)
+        assert o.result.extra["hac_lag_samples"] == a.result.extra["hac_lag_samples"]
+        assert rel(o.result.std, a.result.std) < 1e-8
+        for j in a.model.joint_names:
+            assert o.result.extra["raw_residual_rms"][j] == pytest.approx(a.result.extra["raw_residual_rms"][j],
+                                                                          rel=1e-9)
+        assert np.array_equal(o.validation.n_samples, a.validation.n_samples)
+        assert np.allclose(o.validation.rms, a.validation.rms, rtol=1e-9)
+        assert np.allclose(o.validation.nrms, a.validation.nrms, rtol=1e-9)
+        assert o.validation.nrms_reference == a.validation.nrms_reference
+    assert a.warnings == b.warnings
+
+
+def test_row_based_methods_read_the_rows_back_up_to_a_limit(sim_bag, demo_urdf, identified, monkeypatch):
+    """robust needs every row: read back from the stores (the compressed methods' samples);
+    above MAX_ROWS_IN_MEMORY it is refused before anything is written."""
+    from robot_ident.estimation import flow
+    r = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, None, method="robust", plots=False,
+                        warn=lambda _: None)
+    assert r.result.method.startswith("robust") and r.result.n_samples == identified.result.n_samples
+    w = identified.result                 # the same samples, weighted otherwise: within the uncertainty
+    assert np.median(np.abs(r.result.values - w.values) / w.std) < 2
+    assert np.allclose(r.validation.rms, identified.validation.rms, rtol=0.02)
+    monkeypatch.setattr(flow, "MAX_ROWS_IN_MEMORY", 1000)
     with pytest.raises(IdentificationError, match="needs every regressor row in memory: .* exceed the limit"):
-        identify_bag(sim_bag / "bag", demo_urdf, CONFIG, sim_bag / "robust", method="robust", plots=False,
-                     streaming=True)
-    assert not (sim_bag / "robust" / "result.yaml").exists()
+        identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, sim_bag / "robust", method="robust", plots=False,
+                        warn=lambda _: None)
+    assert not (sim_bag / "robust").exists()
+
+
+@pytest.mark.parametrize("holdout", [Holdout(fraction=0.2), Holdout(every=3, block_s=2.0)])
+def test_held_out_samples_validate_and_are_kept_in_samples_npz(sim_bag, demo_urdf, tmp_path, holdout):
+    from robot_ident.io.samples import read_samples
+    o = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, tmp_path / "res", method="wls", holdout=holdout,
+                        plots=False, warn=lambda _: None)
+    sets = read_samples(tmp_path / "res").sets
+    ident, valid = sets["identification"].t, sets["validation"].t
+    assert np.array_equal(valid, o.valid_data.t) and o.validation.n_samples.max() > 0
+    total = o.result.n_samples + valid.size
+    if holdout.every:
+        t0 = min(ident.min(), valid.min())                  # the segment's first processed sample
+        assert np.all(np.floor((valid - t0) / 2.0) % 3 == 2) and np.all(np.floor((ident - t0) / 2.0) % 3 != 2)
+        assert abs(valid.size / total - 1 / 3) < 0.05
+    else:
+        assert valid.min() > ident.max() and valid.size == total - int(round(0.8 * total))
+
+
+def test_holdout_window_counts_from_the_start_of_the_recording(sim_bag, demo_urdf):
+    """``--holdout-window 4:6`` holds out the samples 4-6 s after the recording's first
+    synchronised sample (the bag's first stamp: its stored time 0), whatever the filter
+    trims from the segment's start."""
+    o = identify_inputs([sim_bag / "bag"], demo_urdf, CONFIG, None, method="wls", holdout=Holdout(window=(4.0, 6.0)),
+                        plots=False, warn=lambda _: None)
+    t = o.valid_data.t
+    step = 1 / 200.0                                        # the processed rate
+    assert 4.0 <= t.min() < 4.0 + step and 6.0 - step < t.max() <= 6.0, (t.min(), t.max())
+
+
+def test_validate_equals_the_rms_of_the_samples_in_memory(sim_bag, identified, tmp_path):
+    """`validate` (chunk by chunk over the stores) gives `rms_report` of the processed
+    samples in memory with the result's prediction, and writes validation_samples.npz."""
+    from dataclasses import replace
+
+    from robot_ident.data.processing import process_one
+    from robot_ident.estimation.validation import rms_report
+    from robot_ident.io.results import load_result
+    from robot_ident.offline.bag_workflow import validate_bag
+    out = identified.output
+    got = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), output=tmp_path / "v.yaml",
+                       warn=lambda _: None).report
+    assert (tmp_path / "validation_samples.npz").is_file()
+    d, base, values, _ = load_result(out)
+    cfg = load_config(out / "config.yaml")
+    model = RobotModel((out / "model.urdf").read_text(), cfg.joints)
+    src, s = d["source"], d["settings"]
+    f = replace(identification_config(cfg.section("identification")).settings.filter,
+                cutoff_hz=src["filter_cutoff_hz"], use_measured_velocity=src["use_measured_velocity"])
+    p = process_one(sim_bag / "bag", cfg, f)
+    try:
+        data = concatenate(segments_in_memory(p))
+    finally:
+        p.close()
+    pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
+    ref = rms_report(data.t, data.effort_raw, pred, model.joint_names,
+                     data.moving_mask(s["moving_threshold"], s["reversal_guard_s"]))
+    assert np.array_equal(got.n_samples, ref.n_samples) and got.n_samples.min() > 1000
+    assert np.allclose(got.rms, ref.rms, rtol=1e-9) and np.allclose(got.max_abs_error, ref.max_abs_error, rtol=1e-9)
+
+
+def test_validate_with_the_config_joints_in_another_order(sim_bag, identified, tmp_path):
+    """The bag is read in the result's joint order whatever order the config lists them in
+    (read in the config's order, the ratios were 100-2000, silently)."""
+    import yaml
+
+    from robot_ident.offline.bag_workflow import validate_bag
+    out = identified.output
+    doc = yaml.safe_load((out / "config.yaml").read_text())
+    sec = next(v["ros__parameters"] for v in doc.values() if "joints" in v.get("ros__parameters", {}))
+    sec["joints"] = list(reversed(sec["joints"]))
+    shuffled = tmp_path / "reversed.yaml"
+    shuffled.write_text(yaml.safe_dump(doc))
+    ref = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), warn=lambda _: None,
+                       output=tmp_path / "v0.yaml").report
+    got = validate_bag(sim_bag / "bag", out, config_path=shuffled, progress=Progress(quiet=True), warn=lambda _: None,
+                       output=tmp_path / "v1.yaml").report
+    assert list(got.joint_names) == list(ref.joint_names)
+    assert np.allclose(got.rms, ref.rms, rtol=1e-9), (got.rms, ref.rms)
+
+
+def test_identify_refuses_implausible_input(sim_bag, demo_urdf, tmp_path, capsys):
+    """`identify` runs the input checks while reading: a flipped motor direction in the
+    config is refused naming the joint, nothing is written; --force identifies and keeps
+    the warning in result.yaml (with the --cutoff given); --holdout-block alone is refused."""
+    import yaml
+
+    from robot_ident.cli import main
+    doc = yaml.safe_load(CONFIG.read_text())
+    doc["robot_ident"]["ros__parameters"]["actuators"]["shoulder_lift"]["direction"] = -1
+    bad = tmp_path / "flipped.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    argv = ["identify", "--bag", str(sim_bag / "bag"), "--urdf", str(demo_urdf), "--config", str(bad),
+            "--method", "wls", "--no-plots", "--quiet"]
+    capsys.readouterr()
+    assert main(argv + ["--output", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "implausible input: joint 'shoulder_lift'" in err and "flipped direction" in err
+    assert not (tmp_path / "r").exists()
+    assert main(argv + ["--output", str(tmp_path / "f"), "--force", "--cutoff", "15"]) == 0
+    res = yaml.safe_load((tmp_path / "f" / "result.yaml").read_text())
+    assert res["input_checks"]["forced"] is True and res["source"]["filter_cutoff_hz"] == 15.0
+    assert any("shoulder_lift" in w and "flipped direction" in w for w in res["input_checks"]["warnings"])
+    assert main(argv + ["--output", str(tmp_path / "b"), "--holdout-block", "2"]) == 2
+    assert "--holdout-block needs --holdout-every" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- progress
@@ -326,155 +518,3 @@ def test_progress_bar_rate_and_eta():
     with p.stage("read bag"):
         p.counter("msg")(10, 10)
     assert "%" not in log.getvalue() and "msg/s)" in log.getvalue()
-
-
-def test_streaming_validate_equals_the_whole_recording(sim_bag, demo_urdf, tmp_path):
-    from robot_ident.data.signals import concatenate as cat
-    from robot_ident.estimation.validation import rms_report
-    from robot_ident.io.results import load_result
-    from robot_ident.offline.bag_workflow import identify_bag, read_processed, validate_bag
-    out = tmp_path / "res"
-    identify_bag(sim_bag / "bag", demo_urdf, CONFIG, out, method="wls", plots=False)
-    whole = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=False).report
-    got = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=True, warn=lambda _: None).report
-    assert (out / "validation_samples.npz").is_file()                  # the report's samples, decimated
-    assert np.allclose(got.rms, whole.rms, rtol=1e-9)
-    assert np.allclose(got.nrms, whole.nrms, rtol=1e-9) and got.nrms_reference == whole.nrms_reference
-    d, base, values, _ = load_result(out)
-    cfg = load_config(out / "config.yaml")
-    icfg = identification_config(cfg.section("identification"))
-    model = RobotModel((out / "model.urdf").read_text(), cfg.joints)
-    data = cat(read_processed(sim_bag / "bag", cfg, icfg.settings, Progress(quiet=True))[0])
-    s = d["settings"]
-    pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-    ref = rms_report(data.t, data.effort_raw, pred, model.joint_names,
-                     data.moving_mask(s["moving_threshold"], s["reversal_guard_s"]))
-    assert np.array_equal(got.n_samples, ref.n_samples)
-    assert np.allclose(got.rms, ref.rms, rtol=1e-9) and np.allclose(got.max_abs_error, ref.max_abs_error, rtol=1e-9)
-
-
-def test_streaming_validate_with_the_config_joints_in_another_order(sim_bag, demo_urdf, tmp_path):
-    """The bag is read in the result's joint order whatever order the config lists them in (the
-    streamed path used to read it in the config's order: ratios of 100-2000, silently)."""
-    import yaml
-
-    from robot_ident.offline.bag_workflow import identify_bag, validate_bag
-    out = tmp_path / "res"
-    identify_bag(sim_bag / "bag", demo_urdf, CONFIG, out, method="wls", plots=False)
-    doc = yaml.safe_load((out / "config.yaml").read_text())
-    sec = next(v["ros__parameters"] for v in doc.values() if "joints" in v.get("ros__parameters", {}))
-    sec["joints"] = list(reversed(sec["joints"]))
-    shuffled = tmp_path / "reversed.yaml"
-    shuffled.write_text(yaml.safe_dump(doc))
-    ref = validate_bag(sim_bag / "bag", out, progress=Progress(quiet=True), streaming=True, warn=lambda _: None,
-                       output=tmp_path / "v0.yaml").report
-    for streaming in (True, False):
-        got = validate_bag(sim_bag / "bag", out, config_path=shuffled, progress=Progress(quiet=True),
-                           streaming=streaming, warn=lambda _: None, output=tmp_path / f"v{streaming}.yaml").report
-        assert list(got.joint_names) == list(ref.joint_names)
-        assert np.allclose(got.rms, ref.rms, rtol=1e-9), (streaming, got.rms, ref.rms)
-
-
-def test_identify_stream_from_the_command_line(sim_bag, demo_urdf, tmp_path):
-    """`robot-ident identify --stream` runs the bounded-memory path: the in-memory path's
-    parameters, standard deviations flagged as white-residual ones; other inputs refused."""
-    import yaml
-
-    from robot_ident.cli import main
-    from robot_ident.offline.bag_workflow import identify_bag
-    out = tmp_path / "cli_stream"
-    argv = ["identify", "--stream", "--bag", str(sim_bag / "bag"), "--urdf", str(demo_urdf), "--config", str(CONFIG),
-            "--output", str(out), "--method", "wls", "--no-plots", "--quiet"]
-    assert main(argv) == 0
-    doc = yaml.safe_load((out / "result.yaml").read_text())
-    ref = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "mem", method="wls", plots=False,
-                       streaming=False)
-    assert rel([p["value"] for p in doc["base_parameters"]], ref.result.values) < 1e-9
-    # the same input checks and model-quality lines as the in-memory path, in result.yaml too
-    assert doc["input_checks"]["warnings"] == ref.warnings
-    streamed = identify_bag(sim_bag / "bag", demo_urdf, CONFIG, tmp_path / "s", method="wls", plots=False,
-                            streaming=True)
-    # both: HAC from the residual time series (streamed: re-read from the processed store)
-    assert "std_model" not in streamed.result.extra and "std_model" not in ref.result.extra
-    assert streamed.result.extra["hac_lag_samples"] == ref.result.extra["hac_lag_samples"]
-    assert rel(streamed.result.std, ref.result.std) < 1e-8
-    assert main(argv[:-4] + ["--output", str(tmp_path / "x"), "--table", "t.csv", "--quiet"]) == 2
-
-
-def test_identify_streams_by_default_when_it_can(sim_bag, demo_urdf, tmp_path):
-    """Plain `identify` on one bag streams (a cutoff chosen from the data too:
-    test/test_stream_cutoff.py); --in-memory or a hold-out of every k-th block read the
-    recording at once; --stream says why it cannot."""
-    import yaml
-
-    from robot_ident.cli import main
-    common = ["--urdf", str(demo_urdf), "--config", str(CONFIG), "--method", "wls", "--no-plots", "--quiet"]
-    bag = ["--bag", str(sim_bag / "bag")]
-
-    def read_mode(out):
-        return yaml.safe_load((out / "result.yaml").read_text())["source"].get("read")
-
-    assert main(["identify", *bag, "--output", str(tmp_path / "d"), *common]) == 0
-    assert read_mode(tmp_path / "d") == "streaming"
-    assert main(["identify", *bag, "--output", str(tmp_path / "m"), "--in-memory", *common]) == 0
-    assert read_mode(tmp_path / "m") is None
-    assert main(["identify", *bag, "--output", str(tmp_path / "h"), "--holdout-every", "3", "--holdout-block", "2",
-                 *common]) == 0
-    assert read_mode(tmp_path / "h") is None
-    a = yaml.safe_load((tmp_path / "d" / "result.yaml").read_text())
-    b = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
-    assert rel([p["value"] for p in a["base_parameters"]], [p["value"] for p in b["base_parameters"]]) < 1e-9
-    # samples.npz keeps the held-out samples on both paths (the streamed one used to drop them)
-    from robot_ident.io.samples import read_samples
-    for out in ("d", "m"):
-        sets = read_samples(tmp_path / out).sets
-        assert set(sets) == {"identification", "validation"}, out
-        assert sets["validation"].t.min() > sets["identification"].t.max()
-    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--stream", "--holdout-every", "3", *common]) == 2
-    assert main(["identify", *bag, "--output", str(tmp_path / "y"), "--stream", "--in-memory", *common]) == 2
-
-
-def test_default_streamed_identify_refuses_implausible_input(sim_bag, demo_urdf, tmp_path, capsys):
-    """The default (streamed) `identify` runs the input checks before identifying: a
-    flipped motor direction in the config is refused naming the joint, nothing is written;
-    --force identifies and keeps the warning in result.yaml, the same lines as in memory."""
-    import yaml
-
-    from robot_ident.cli import main
-    doc = yaml.safe_load(CONFIG.read_text())
-    doc["robot_ident"]["ros__parameters"]["actuators"]["shoulder_lift"]["direction"] = -1
-    bad = tmp_path / "flipped.yaml"
-    bad.write_text(yaml.safe_dump(doc))
-    argv = ["identify", "--bag", str(sim_bag / "bag"), "--urdf", str(demo_urdf), "--config", str(bad),
-            "--method", "wls", "--no-plots", "--quiet"]
-    capsys.readouterr()
-    assert main(argv + ["--output", str(tmp_path / "r")]) == 2
-    err = capsys.readouterr().err
-    assert "implausible input: joint 'shoulder_lift'" in err and "flipped direction" in err
-    assert not (tmp_path / "r").exists()
-    assert main(argv + ["--output", str(tmp_path / "f"), "--force"]) == 0
-    res = yaml.safe_load((tmp_path / "f" / "result.yaml").read_text())
-    assert res["source"]["read"] == "streaming" and res["input_checks"]["forced"] is True
-    assert main(argv + ["--output", str(tmp_path / "m"), "--force", "--in-memory"]) == 0
-    mem = yaml.safe_load((tmp_path / "m" / "result.yaml").read_text())
-    assert res["input_checks"]["warnings"] == mem["input_checks"]["warnings"]
-    assert any("shoulder_lift" in w and "flipped direction" in w for w in res["input_checks"]["warnings"])
-
-
-def test_what_reads_at_once_and_what_validate_filters_with(sim_bag, demo_urdf, tmp_path):
-    """Row-based methods and tables are not streamed by default (they would need every row or
-    are no rosbag2); an explicit --cutoff is recorded for validate; --holdout-block alone is
-    refused on any path."""
-    import yaml
-
-    from robot_ident.cli import main
-    common = ["--urdf", str(demo_urdf), "--config", str(CONFIG), "--no-plots", "--quiet"]
-    bag = ["--bag", str(sim_bag / "bag")]
-    assert main(["identify", *bag, "--output", str(tmp_path / "r"), "--method", "robust", *common]) == 0
-    assert yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())["source"].get("read") is None
-    assert main(["identify", *bag, "--output", str(tmp_path / "x"), "--method", "robust", "--stream", *common]) == 2
-    assert main(["identify", *bag, "--output", str(tmp_path / "c"), "--method", "wls", "--cutoff", "15",
-                 *common]) == 0
-    src = yaml.safe_load((tmp_path / "c" / "result.yaml").read_text())["source"]
-    assert src["read"] == "streaming" and src["filter_cutoff_hz"] == 15.0
-    assert main(["identify", *bag, "--output", str(tmp_path / "b"), "--holdout-block", "2", *common]) == 2

@@ -1,9 +1,9 @@
 """Which processed samples identify and which validate.
 
 Several recordings (bags or tables) each give their own segments (a segment never
-crosses a gap or a recording boundary, and is filtered on its own). `Part` is one
-processed segment with the recording it came from and its start time within that
-recording. `Holdout` says what is held out of the identification:
+crosses a gap or a recording boundary, and is filtered on its own). `Holdout` says what
+is held out of the identification, judged on the processed segments' sample times
+(seconds from the start of their recording):
 
 * ``fraction`` (default 0.2): the last fraction of all samples, in input order
   -- the old behaviour; weak when the recording ends at rest;
@@ -26,13 +26,6 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigError, SignalError
-from .signals import ProcessedData
-
-
-@dataclass
-class Part:
-    data: ProcessedData     # t: seconds from the start of its recording
-    source: str             # the recording's path (or label)
 
 
 @dataclass(frozen=True)
@@ -68,63 +61,53 @@ class Holdout:
         return "nothing"
 
 
-def _blocks(part: Part, block_s: float | None) -> list[np.ndarray]:
-    n = part.data.n_samples
+def _blocks(t: np.ndarray, block_s: float | None) -> list[np.ndarray]:
     if not block_s:
-        return [np.arange(n)]
-    t = part.data.t
+        return [np.arange(t.size)]
     k = np.floor((t - t[0]) / block_s).astype(int)
     return [np.flatnonzero(k == i) for i in np.unique(k)]
 
 
-def holdout_flags(parts: Sequence[Part], holdout: Holdout) -> list[np.ndarray]:
-    """Per part, a boolean array: True for the samples held out for validation. The flags
-    depend only on the sample times, so they apply to the same recordings processed with
-    another filter cutoff (the decimated grid does not depend on the cutoff)."""
-    if not parts:
+def holdout_flags(times: Sequence[np.ndarray], holdout: Holdout) -> list[np.ndarray]:
+    """Per processed segment (`times`: its samples' seconds from the start of its
+    recording, segments in input order), a boolean array: True for the samples held out
+    for validation. The flags depend only on the sample times, so they apply to the same
+    recordings processed with another filter cutoff (the decimated grid does not depend on
+    the cutoff)."""
+    if not times:
         raise SignalError("no processed segment to identify from")
-    flags = [np.zeros(p.data.n_samples, bool) for p in parts]
+    flags = [np.zeros(t.size, bool) for t in times]
     count = 0
     if holdout.window is not None:
         t0, t1 = holdout.window
-        for p, f in zip(parts, flags):
-            f[:] = (p.data.t >= t0) & (p.data.t <= t1)
+        for t, f in zip(times, flags):
+            f[:] = (t >= t0) & (t <= t1)
     elif holdout.every:
-        for p, f in zip(parts, flags):
-            for idx in _blocks(p, holdout.block_s):
+        for t, f in zip(times, flags):
+            for idx in _blocks(t, holdout.block_s):
                 if idx.size < 3:            # a sliver at a segment's end: identify from it
                     continue
                 count += 1
                 f[idx] = count % holdout.every == 0
     elif holdout.fraction > 0:
-        total = sum(p.data.n_samples for p in parts)
+        total = sum(t.size for t in times)
         cut = int(round((1.0 - holdout.fraction) * total))
         start = 0
-        for p, f in zip(parts, flags):
-            f[:] = np.arange(start, start + p.data.n_samples) >= cut
-            start += p.data.n_samples
+        for t, f in zip(times, flags):
+            f[:] = np.arange(start, start + t.size) >= cut
+            start += t.size
     if all(f.all() for f in flags):
         raise SignalError(f"hold-out ({holdout.describe()}) leaves no sample to identify from")
     if (holdout.window is not None or holdout.every or holdout.fraction > 0) and not any(f.any() for f in flags):
-        spans = ", ".join(f"{p.data.t[0]:.3g}-{p.data.t[-1]:.3g} s" for p in parts[:4]) + (
-            ", ..." if len(parts) > 4 else "")
+        spans = ", ".join(f"{t[0]:.3g}-{t[-1]:.3g} s" for t in times[:4]) + (", ..." if len(times) > 4 else "")
         blocks = (f" ({count} block(s) in all)" if holdout.every else "")
         raise SignalError(f"hold-out ({holdout.describe()}) selects no sample{blocks}: the processed segments "
                           f"span {spans} of their recordings; nothing would be validated")
     return flags
 
 
-def split_by_flags(parts: Sequence[Part], flags: Sequence[np.ndarray]) -> tuple[list[ProcessedData], list[ProcessedData]]:
-    """(identification pieces, validation pieces) of the parts."""
-    ident, valid = [], []
-    for p, f in zip(parts, flags):
-        if (~f).any():
-            ident.append(p.data.subset(np.flatnonzero(~f)))
-        if f.any():
-            valid.append(p.data.subset(np.flatnonzero(f)))
-    return ident, valid
-
-
-def split_parts(parts: Sequence[Part], holdout: Holdout) -> tuple[list[ProcessedData], list[ProcessedData]]:
-    """(identification pieces, validation pieces) of the processed parts."""
-    return split_by_flags(parts, holdout_flags(parts, holdout))
+def runs_of(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The [a, b) runs of True in a boolean array."""
+    m = np.concatenate([[False], np.asarray(mask, bool), [False]]).astype(np.int8)
+    d = np.diff(m)
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))

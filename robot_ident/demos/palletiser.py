@@ -122,9 +122,9 @@ def _simulate(cad, cfg, truth_urdf, theta, setup, traj, bag, seed):
 def identify_and_validate(urdf, config_path, bag, valid_bag, output):
     """The command line's identify (whole bag) and validate (another bag) from core pieces:
     (model, result, validation RMS per joint); writes the result folder."""
-    from ..data.bag import read_recordings_from_config
+    from ..data.processing import process_one, segments_in_memory
     from ..data.signals import concatenate
-    from ..estimation.pipeline import identification_config, identify, process_segments, validate_result
+    from ..estimation.pipeline import identification_config, identify, validate_result
     from ..io.config import load_config
     from ..io.model_loading import load_model
     from ..io.result_folder import write_result_folder
@@ -132,11 +132,17 @@ def identify_and_validate(urdf, config_path, bag, valid_bag, output):
     cfg = load_config(config_path)
     icfg = identification_config(cfg.section("identification"))
     model = load_model(urdf, cfg, icfg)
-    parts, summary = process_segments(read_recordings_from_config(bag, cfg), cfg.joints, icfg.settings)
-    data = concatenate(parts)
+
+    def read(path):
+        processed = process_one(path, cfg, icfg.settings.filter)
+        try:
+            return concatenate(segments_in_memory(processed)), processed.summary
+        finally:
+            processed.close()
+
+    data, summary = read(bag)
     result = identify(model, data, icfg.settings)
-    vparts, _ = process_segments(read_recordings_from_config(valid_bag, cfg), cfg.joints, icfg.settings)
-    validation = validate_result(result, model, concatenate(vparts), icfg.settings)
+    validation = validate_result(result, model, read(valid_bag)[0], icfg.settings)
     write_result_folder(Path(output), model, result, validation, data,
                         {"source": {"bag": str(bag), "validation_bag": str(valid_bag), "synchronisation": summary}},
                         config_path, plots=False)

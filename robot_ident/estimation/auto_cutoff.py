@@ -6,7 +6,7 @@ too high and the noise of the twice-differentiated positions enters the regresso
 (``qdd`` noise grows with f^2). Where the balance lies depends on the robot, its
 sensors and its controller -- 20 Hz was right for one arm and 10 Hz for another.
 
-`choose_cutoff` decides it by cross-validation on the identification data itself:
+`cross_validate_cutoff` decides it by cross-validation on the identification data itself:
 for each candidate cutoff the recordings are processed, an ordinary least-squares model is
 identified from 4 of every 5 blocks of ``block_s`` seconds (shorter when the data
 are short: at least 10 blocks), and the RMS against the
@@ -16,9 +16,9 @@ longer reversal guard cannot flatter a low cutoff. The score is the mean over jo
 of log RMS (every joint counts equally, whatever its effort scale); the lowest wins.
 The held-out validation data take no part in the choice.
 
-The choice runs on processed samples in files, chunk by chunk (`cross_validate_cutoff`):
-recordings in memory are processed into one file per candidate first (`choose_cutoff`),
-a streamed bag is read into them (stream_cutoff.py). Rules:
+The choice runs on processed samples in files, chunk by chunk: the one pipeline
+(estimation/flow.py) reads the recordings once through every candidate's filter, each
+into its own file (data/processing.py). Rules:
 
 * blocks: ``floor((t - t_segment0) / block_s)``, numbered over the allowed (not held-out)
   samples only, across segments; block ``i`` is in fold ``i % folds``; fold
@@ -47,12 +47,11 @@ a streamed bag is read into them (stream_cutoff.py). Rules:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.signals import FilterOptions, ProcessedData, Recording, concatenate, process
+from ..data.signals import FilterOptions, ProcessedData, concatenate
 from ..errors import IdentificationError, SignalError
 from ..model.transmission import dead_band_rows
 from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
@@ -95,55 +94,6 @@ def decimated_rate(fs: float, opt: FilterOptions) -> float:
     if opt.target_rate_hz is not None and opt.target_rate_hz < fs:
         return fs / max(1, int(round(fs / opt.target_rate_hz)))
     return fs
-
-
-def choose_cutoff(model, recordings: Sequence[Recording], settings, candidates: Sequence[float] | None = None,
-                  block_s: float = 2.0, folds: int = 5, base=None,
-                  allowed: Sequence[np.ndarray] | None = None) -> CutoffChoice:
-    """Cross-validated cutoff for `recordings` (synchronised segments with joint efforts,
-    columns in `model.joint_names` order); `settings` is an `IdentificationSettings`.
-    `allowed` (optional, per recording): which processed samples may take part (False for
-    samples held out for the final validation, so that they play no part in the choice).
-    Each recording is processed with every candidate into that candidate's store (a
-    recording some candidate cannot process takes no part); the choice itself is
-    `cross_validate_cutoff`'s, as on a streamed recording."""
-    from ..data.stream_filter import ProcessedStore
-    from .pipeline import base_parameters
-
-    keep_idx = [k for k, r in enumerate(recordings) if r.n_samples >= 3]
-    recs = [recordings[k] for k in keep_idx]
-    allowed = None if allowed is None else [np.asarray(allowed[k], bool) for k in keep_idx]
-    if not recs:
-        raise SignalError("no recording to choose the filter cutoff from")
-    top = 0.4 * min(decimated_rate(r.sample_rate, settings.filter) for r in recs)
-    cands = tuple(c for c in (candidates or CANDIDATES_HZ) if c < top)
-    if not cands:
-        raise SignalError(f"no cutoff candidate below 0.4 x the sample rate ({top / 0.4:.4g} Hz)")
-
-    def processed(r) -> list[ProcessedData] | None:
-        try:
-            return [process(r, replace(settings.filter, cutoff_hz=c)) for c in cands]
-        except SignalError:
-            return None
-
-    parts = [processed(r) for r in recs]
-    usable = [k for k, p in enumerate(parts) if p is not None]
-    if not usable:
-        raise SignalError("every segment is too short to choose the filter cutoff")
-    ok = [np.ones(parts[k][0].n_samples, bool) if allowed is None else allowed[k] for k in usable]
-    if any(a.shape != (parts[k][0].n_samples,) for a, k in zip(ok, usable)):
-        raise SignalError("cutoff choice: the allowed-sample masks do not match the processed samples")
-    stores = [ProcessedStore(model.joint_names) for _ in cands]
-    try:
-        for k in usable:
-            for st, d in zip(stores, parts[k]):
-                st.segment_starts.append(st.n_samples)
-                st.append(d)
-        return cross_validate_cutoff(model, stores, cands, settings, base or base_parameters(model, settings),
-                                     np.concatenate(ok), 0.0, block_s, folds)
-    finally:
-        for st in stores:
-            st.close()
 
 
 class _SequenceDeadBand:
@@ -350,18 +300,6 @@ def strip_auto_cutoff(section, cutoff_hz: float | None = None, force_auto: bool 
         filt.pop("cutoff_hz", None)
     section["filter"] = filt
     return section, auto
-
-
-def settings_with_data_cutoff(model, recordings: Sequence[Recording], settings, allowed=None, base=None):
-    """(settings with the cross-validated cutoff, a one-line note, the `CutoffChoice` or None).
-    When the data cannot decide (too short, too few moving samples) the settings are
-    returned unchanged and the note says why."""
-    try:
-        choice = choose_cutoff(model, recordings, settings, base=base, allowed=allowed)
-    except SignalError as exc:
-        return settings, default_cutoff_note(settings, exc), None
-    new = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
-    return new, choice.summary(), choice
 
 
 def default_cutoff_note(settings, why) -> str:

@@ -16,10 +16,10 @@ all it uses) run on it unchanged; robust IRLS, RLS and the Sobol methods need th
 and refuse it (`problem.require_rows`); the streaming workflow gives them the rows of
 a bounded recording instead.
 
-`accumulate` feeds a row range of a `data.stream_filter.ProcessedStore` through the
-friction dead band (`ProcessedData.moving_mask`, computed with enough neighbouring
-rows that it equals the mask of the whole range) and the regressor; `validate_store`
-computes the validation RMS of a row range the same way.
+`accumulate` feeds row runs of `data.stream_filter.ProcessedStore`s through the
+friction dead band (`transmission.dead_band_rows`, computed with enough neighbouring
+rows that it equals the mask of the whole run) and the regressor; `validate_runs`
+computes the validation RMS of row runs the same way.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from .problem import IdentificationProblem
 from .validation import RmsAccumulator, ValidationReport
 
 CHUNK_SAMPLES = 4000
-PLOT_POINTS = 10_000     # samples kept for the plots of a streamed identification
+PLOT_POINTS = 10_000     # samples kept for the plots of an identification
 
 
 class CompressedAccumulator:
@@ -117,31 +117,43 @@ def store_chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chun
         yield d.subset(np.arange(d.n_samples)[sl]), mask[sl]
 
 
-def accumulate(store, lo: int, hi: int, model: RobotModel, base: BaseParameters, threshold: float,
+def run_chunks(runs, threshold: float, guard_s: float, chunk: int, model):
+    """`store_chunks` over row runs ``(store, lo, hi)`` in turn: each run's dead band is its own."""
+    for store, lo, hi in runs:
+        yield from store_chunks(store, lo, hi, threshold, guard_s, chunk, model)
+
+
+def run_rows(runs) -> int:
+    return sum(hi - lo for _, lo, hi in runs)
+
+
+def accumulate(runs, model: RobotModel, base: BaseParameters, threshold: float,
                guard_s: float, chunk: int = CHUNK_SAMPLES, progress=None, plot_points: int = PLOT_POINTS):
-    """The compressed problem of rows [lo, hi) of a store, and every k-th sample of
+    """The compressed problem of the row runs ``(store, lo, hi)``, and every k-th sample of
     them (at most `plot_points`) for the plots."""
+    total = run_rows(runs)
     acc = CompressedAccumulator(model, base)
-    every = max(1, -(-(hi - lo) // plot_points))
+    every = max(1, -(-total // plot_points))
     picks = []
-    for d, mask in store_chunks(store, lo, hi, threshold, guard_s, chunk, model):
+    for d, mask in run_chunks(runs, threshold, guard_s, chunk, model):
         acc.add(d, mask)
-        first = (-(acc.n_samples - d.n_samples - 0) % every)
+        first = (-(acc.n_samples - d.n_samples) % every)
         picks.append(d.subset(np.arange(first, d.n_samples, every)))
         if progress is not None:
-            progress(acc.n_samples, hi - lo)
+            progress(acc.n_samples, total)
     from ..data.signals import concatenate
     return acc, concatenate(picks)
 
 
-def validate_store(result, model: RobotModel, store, lo: int, hi: int, threshold: float, guard_s: float,
-                   noise_std=None, chunk: int = CHUNK_SAMPLES, plot_points: int = PLOT_POINTS,
-                   progress=None) -> ValidationReport:
-    """`validation.validate` on rows [lo, hi) of a store, chunk by chunk; the report's
+def validate_runs(result, model: RobotModel, runs, threshold: float, guard_s: float,
+                  noise_std=None, chunk: int = CHUNK_SAMPLES, plot_points: int = PLOT_POINTS,
+                  progress=None) -> ValidationReport:
+    """`validation.validate` on the row runs ``(store, lo, hi)``, chunk by chunk; the report's
     time series hold every k-th sample (at most `plot_points`), the figures all."""
-    acc = RmsAccumulator(model.joint_names, every=-(-(hi - lo) // plot_points))
-    for d, mask in store_chunks(store, lo, hi, threshold, guard_s, chunk, model):
+    total = run_rows(runs)
+    acc = RmsAccumulator(model.joint_names, every=-(-total // plot_points))
+    for d, mask in run_chunks(runs, threshold, guard_s, chunk, model):
         acc.add(d.t, d.effort_raw, result.predict(model, d.q, d.qd, d.qdd), mask)
         if progress is not None:
-            progress(acc.done, hi - lo)
+            progress(acc.done, total)
     return acc.report(noise_std, threshold, model.limits.effort)

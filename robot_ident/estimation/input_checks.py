@@ -1,13 +1,13 @@
-"""The input checks of one recording, in order: the CAD check, the recording checks
-(recording_checks.py), joints moving but not identified, the lag between the topics,
-the gain check (gain_check.py). One implementation whether the recording is read in
-chunks (`InputChecks`, the observer `data.bag_processed.process_bag` feeds) or is in
-memory (`check_input`, `recording_findings`: each segment one piece). Also where the
-measured velocity's use is decided (`velocity_settings`).
+"""The input checks of the recordings, in order: the CAD check, per input the recording
+checks (recording_checks.py), joints moving but not identified and the lag between the
+topics, then the gain check (gain_check.py) on every processed sample. One
+implementation, fed while the inputs are read (`InputChecks.observer`, the observer of
+`data.processing.process_input`) and from the processed samples (`InputChecks.gains`).
+Also where the measured velocity's use is decided (`velocity_settings`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,29 +16,66 @@ from .plausibility import Finding, check_cad, check_unidentified_motion, judge_g
 from .recording_checks import VELOCITY_CAP, RecordingChecks
 
 
+class _InputObserver:
+    """The observer of one input: its recording checks, started again on ``restart``."""
+
+    def __init__(self, make):
+        self.make = make
+        self.checks: RecordingChecks = make()
+
+    def piece(self, segment: int, rec) -> None:
+        self.checks.add(segment, rec)
+
+    def segment_end(self, segment: int, kept: bool) -> None:
+        self.checks.end_segment(segment, kept)
+
+    def restart(self) -> None:
+        self.checks = self.make()
+
+
 class InputChecks:
-    """The observer `data.bag_processed.process_bag` feeds (``observer=``): recording checks
-    on the converted pieces, the gain check's accumulation on the processed samples
-    (`predict`: the efforts the gains compare with, default the CAD model's)."""
+    """Every input check: `observer(label)` per input read, `gains.add` with the processed
+    samples (`predict`: the efforts the gains compare with, default the CAD model's)."""
 
     def __init__(self, model, method: str = "physical", effort_label: str = "effort",
                  velocity_cap: int = VELOCITY_CAP, predict=None, velocity: str = "auto"):
         self.model, self.method = model, method
-        self.recordings = RecordingChecks(model, method, effort_label, velocity_cap, velocity)
+        self._make = lambda: RecordingChecks(model, method, effort_label, velocity_cap, velocity)
+        self.inputs: list[tuple[str, _InputObserver]] = []
         self.gains = GainCheck(model, predict)
 
-    def piece(self, segment: int, rec) -> None:
-        self.recordings.add(segment, rec)
+    def observer(self, label: str) -> _InputObserver:
+        obs = _InputObserver(self._make)
+        self.inputs.append((label, obs))
+        return obs
 
-    def segment_end(self, segment: int, kept: bool) -> None:
-        self.recordings.end_segment(segment, kept)
+    def velocity_lagging(self) -> list[str]:
+        """Joints whose measured velocity lags dq/dt in some input."""
+        return sorted({j for _, o in self.inputs for j in o.checks.velocity_lagging()})
 
-    def processed(self, data) -> None:
-        self.gains.add(data)
+    def recording_findings(self, processed, states_topic: str = "/joint_states",
+                           effort_topic: str = "") -> list[Finding]:
+        """Per input (`processed.inputs`, in the order observed): the recording checks, joints
+        moving but not identified, the lag between the topics; the input's name prefixes the
+        subjects when there are several."""
+        out: list[Finding] = []
+        several = len(self.inputs) > 1
+        for (label, obs), read in zip(self.inputs, processed.inputs):
+            found = obs.checks.findings()
+            found += check_unidentified_motion(self.model, getattr(read.report, "other_joints", {}) or {},
+                                               states_topic)
+            found += lag_findings(read.report, effort_topic)
+            if several:
+                found = [Finding(f.severity, f"{label}: {f.subject}", f.text) for f in found]
+            out += found
+        return out
 
-    def findings(self, report, states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-        return input_findings(self.model, self.method, report, self.recordings, self.gains, states_topic,
-                              effort_topic)
+    def findings(self, processed, states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
+        """Every input check, in order: CAD, per input, gains."""
+        findings: list[Finding] = check_cad(self.model, self.method)
+        findings += self.recording_findings(processed, states_topic, effort_topic)
+        findings += judge_gains(self.gains.slopes(), skip=spiky_joints(findings), tool=self.gains.tool())
+        return findings
 
 
 def lag_findings(report, effort_topic: str) -> list[Finding]:
@@ -57,77 +94,9 @@ def spiky_joints(findings) -> list[str]:
     return sorted({f.subject.split("'")[1] for f in findings if "spike" in f.text and f.severity != "note"})
 
 
-def input_findings(model, method: str, report, checks: RecordingChecks, gains: GainCheck,
-                   states_topic: str = "/joint_states", effort_topic: str = "") -> list[Finding]:
-    """Every input check of one recording, in order: the CAD check, the recording checks,
-    joints moving but not identified, the lag between the topics, the gain check.
-    `report`: the synchronisation's `SyncReport`."""
-    findings: list[Finding] = check_cad(model, method)
-    findings += checks.findings()
-    findings += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
-    findings += lag_findings(report, effort_topic)
-    findings += judge_gains(gains.slopes(), skip=spiky_joints(findings), tool=gains.tool())
-    return findings
-
-
 def velocity_settings(settings, lagging):
     """`settings` with the differentiated positions instead of the measured velocity when its
     use is 'auto' and some joint's measured velocity lags dq/dt (`lagging`: those joints)."""
     if settings.measured_velocity != "auto" or not lagging or not settings.filter.use_measured_velocity:
         return settings
     return replace(settings, filter=replace(settings.filter, use_measured_velocity=False))
-
-
-def segment_checks(model, segments, method: str = "physical", effort_label: str = "effort",
-                   velocity: str = "auto") -> RecordingChecks:
-    """`RecordingChecks` of synchronised segments in memory, each one piece."""
-    checks = RecordingChecks(model, method, effort_label, velocity=velocity)
-    for k, seg in enumerate(segments):
-        checks.add(k, seg)
-        checks.end_segment(k, True)
-    return checks
-
-
-def recording_findings(model, segments, report, method: str, states_topic: str = "/joint_states",
-                       effort_topic: str = "", effort_label: str = "effort", label: str = "",
-                       velocity: str = "auto") -> tuple[list[Finding], list[str]]:
-    """The checks on one recording's synchronised segments (everything but the CAD and gain
-    checks, which are the model's and need the processed data), and the joints whose
-    measured velocity lags dq/dt; `label` (a file name) prefixes the subjects when several
-    recordings are identified together."""
-    checks = segment_checks(model, segments, method, effort_label, velocity)
-    found = checks.findings()
-    if report is not None:
-        found += check_unidentified_motion(model, getattr(report, "other_joints", {}) or {}, states_topic)
-        found += lag_findings(report, effort_topic)
-    if label:
-        found = [Finding(f.severity, f"{label}: {f.subject}", f.text) for f in found]
-    return found, checks.velocity_lagging()
-
-
-@dataclass
-class InputCheck:
-    parts: list                      # processed segments
-    summary: str                     # synchronisation summary
-    findings: list = field(default_factory=list)
-    settings: object = None          # the settings they were processed with (the velocity's use decided)
-
-    @property
-    def warnings(self) -> list[str]:
-        return [f.line() for f in self.findings]
-
-
-def check_input(model, sync, settings, states_topic: str = "/joint_states",
-                effort_topic: str = "", effort_label: str = "effort") -> InputCheck:
-    """Every input check of a synchronised recording in memory (`sync.SyncResult`), and its
-    segments processed with `settings` (the differentiated positions instead of a lagging
-    measured velocity when its use is 'auto': `InputCheck.settings`)."""
-    from .pipeline import process_segments
-    checks = segment_checks(model, sync.segments, settings.method, effort_label, settings.measured_velocity)
-    settings = velocity_settings(settings, checks.velocity_lagging())
-    parts, summary = process_segments(sync, model.joint_names, settings)
-    gains = GainCheck(model)
-    for p in parts:
-        gains.add(p)
-    return InputCheck(parts, summary, input_findings(model, settings.method, sync.report, checks, gains,
-                                                     states_topic, effort_topic), settings)

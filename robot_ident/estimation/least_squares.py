@@ -81,7 +81,7 @@ def _per_joint(problem: IdentificationProblem, r: np.ndarray) -> tuple[np.ndarra
 
 
 def _covariance(problem: IdentificationProblem, W_w, r_w, inv, x, joint_weights) -> tuple[np.ndarray, dict]:
-    """HAC covariance from the rows. A compressed (streamed) problem has no time series of
+    """HAC covariance from the rows. A compressed problem has no time series of
     residuals: its rows are re-read from where they came from (`problem.rows`,
     estimation/store_hac.py) when it says; without that it gets the white-noise formula
     and says so (likely optimistic: see estimation/uncertainty.py)."""
@@ -91,7 +91,7 @@ def _covariance(problem: IdentificationProblem, W_w, r_w, inv, x, joint_weights)
         return problem.rows.hac_covariance(x, joint_weights, inv, problem.n_rows)
     M, p = problem.n_rows, W_w.shape[1]
     s2 = float(r_w @ r_w) / max(M - p, 1)
-    return s2 * inv, {"std_model": "white residuals (streamed problem: the residual autocorrelation is not "
+    return s2 * inv, {"std_model": "white residuals (compressed problem: the residual autocorrelation is not "
                                    "available, so these standard deviations are likely optimistic)"}
 
 

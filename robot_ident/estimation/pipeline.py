@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.signals import FilterOptions, ProcessedData, concatenate, process
+from ..data.signals import FilterOptions, ProcessedData
 from ..errors import ConfigError, SignalError
 from ..model.base import BaseParameters
 from ..model.robot import FrictionOptions, RobotModel
@@ -185,27 +185,3 @@ def identification_config(section: Mapping | None, where: str = "identification"
     for k, v in (m.get("armature_nominal") or {}).items():
         arm[str(k)] = _num({k: v}, k, f"{mw}.armature_nominal", 0.0)
     return IdentificationConfig(settings, friction, holdout, locked, arm)
-
-
-def process_segments(sync, joints, settings) -> tuple[list[ProcessedData], str]:
-    """Filter each synchronised segment on its own (no filter crosses a gap); segments too
-    short to process are skipped and listed in the returned summary."""
-    parts, skipped = [], []
-    for seg in sync.segments:
-        try:
-            parts.append(process(seg.reorder(joints), settings.filter))
-        except SignalError as exc:
-            skipped.append(f"segment {seg.t[0]:.3f}-{seg.t[-1]:.3f} s skipped: {exc}")
-    if not parts:
-        raise SignalError(f"no usable segment after synchronisation ({sync.report.summary()}; "
-                          + "; ".join(skipped) + ")")
-    return parts, sync.report.summary() + "".join(f"\n{s}" for s in skipped)
-
-
-def split_holdout(parts: list[ProcessedData], fraction: float) -> tuple[ProcessedData, ProcessedData | None]:
-    data = concatenate(parts)
-    if fraction <= 0:
-        return data, None
-    cut = int(round((1.0 - fraction) * data.n_samples))
-    keep = np.arange(data.n_samples)
-    return data.subset(keep[:cut]), data.subset(keep[cut:])

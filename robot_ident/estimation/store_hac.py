@@ -14,17 +14,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..util.blas import single_threaded_blas
-from .compressed import CHUNK_SAMPLES, store_chunks
+from .compressed import CHUNK_SAMPLES, run_chunks, run_rows
 from .uncertainty import MAX_LAG, HacSeries
 
 
 class StoreRowSource:
-    """Rows [lo, hi) of a `ProcessedStore` as a compressed problem was built from them
-    (same dead band as `compressed.accumulate`)."""
+    """Row runs ``(store, lo, hi)`` of `ProcessedStore`s as a compressed problem was built
+    from them (same dead band as `compressed.accumulate`)."""
 
-    def __init__(self, store, lo: int, hi: int, model, base, threshold: float, guard_s: float,
+    def __init__(self, runs, model, base, threshold: float, guard_s: float,
                  chunk: int = CHUNK_SAMPLES // 2, max_lag: int = MAX_LAG):
-        self.store, self.lo, self.hi = store, int(lo), int(hi)
+        self.runs = list(runs)
         self.model, self.base = model, base
         self.threshold, self.guard_s = float(threshold), float(guard_s)
         self.chunk, self.max_lag = int(chunk), int(max_lag)
@@ -36,10 +36,9 @@ class StoreRowSource:
         model, base = self.model, self.base
         n, p = model.n, len(x)
         w = np.asarray(joint_weights, float)
-        series = HacSeries(n, p, self.hi - self.lo, self.max_lag)
+        series = HacSeries(n, p, run_rows(self.runs), self.max_lag)
         with single_threaded_blas():       # a loop of small products: see util/blas.py
-            for d, mask in store_chunks(self.store, self.lo, self.hi, self.threshold, self.guard_s, self.chunk,
-                                        model):
+            for d, mask in run_chunks(self.runs, self.threshold, self.guard_s, self.chunk, model):
                 N = d.n_samples
                 Wb = base.regressor(model.regressor(d.q, d.qd, d.qdd)).reshape(N, n, p)
                 r = np.where(mask, (d.effort - Wb @ x) * w, 0.0)          # (N, n) weighted, 0 outside

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ..data.signals import concatenate
 from ..errors import ConfigError
 from ..estimation.payload import PayloadEstimate, PayloadModel, identify_payload, payload_config
-from ..estimation.pipeline import split_holdout
 from ..util.atomic import atomic_write_text
 from .known_arm import KnownArm, arm_from_result, arm_from_urdf
 from .payload_urdf import add_payload_link
@@ -88,7 +88,9 @@ def payload_from_parts(parts, summary: str, cfg, icfg, arm: KnownArm, output, fr
     frac = icfg.holdout if holdout is None else float(holdout)
     if not 0.0 <= frac < 0.9:
         raise ConfigError(f"holdout must be in [0, 0.9), got {frac}")
-    ident, valid = split_holdout(parts, frac)
+    data = concatenate(parts)
+    cut = int(round((1.0 - frac) * data.n_samples))
+    ident, valid = data.subset(np.arange(cut)), data.subset(np.arange(cut, data.n_samples))
     s = icfg.settings
     symbols = tuple(model.layout.actuator_symbols) if (refit_friction or not arm.knows_friction) else ("off",)
     est = identify_payload(model, pm, ident.q, ident.qd, ident.qdd, ident.effort,

@@ -1,31 +1,21 @@
-"""The offline path: simulated arm -> rosbag2, rosbag2 -> result folder, and validation
-of a result on another bag. The command line and the identification node call these."""
+"""The offline path: simulated arm -> rosbag2, and validation of a result on another
+recording (rosbag2 -> result folder is offline/inputs.py). The command line calls these."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from ..data.signals import ProcessedData, concatenate
-from ..errors import ConfigError, SignalError
-from ..estimation import IdentificationResult
-from ..estimation.pipeline import (
-    identification_config,
-    identify,
-    process_segments,
-    split_holdout,
-    validate_result,
-)
-from ..estimation.validation import ValidationReport, not_validated_lines, rms_report
+from ..errors import ConfigError
+from ..estimation.pipeline import identification_config
+from ..estimation.validation import ValidationReport, not_validated_lines
 from ..io.model_loading import load_model
-from ..io.result_folder import write_result_folder
 from ..io.results import load_result
 from ..io.samples import write_validation_samples
 from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
-from ..model.transmission import dead_band_rows
 from ..util.atomic import atomic_write_text
 from ..util.progress import Progress
 
@@ -115,137 +105,12 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "
     return SimulateOutcome(Path(output), run.recording.duration, run.recording.n_samples, info.topics, truth_file)
 
 
-# ----------------------------------------------------------------------- identify
-def read_sync(bag, cfg):
-    """A bag or a table (data/table.py) through the config: synchronised segments."""
-    if Path(bag).suffix.lower() in (".csv", ".npz"):
-        from ..data.table import read_table_from_config
-        return read_table_from_config(bag, cfg)
-    from ..data.bag import read_recordings_from_config
-    return read_recordings_from_config(bag, cfg)
-
-
-def read_processed(bag, cfg, settings, progress: Progress) -> tuple[list[ProcessedData], str]:
-    with progress.stage("read bag"):
-        sync = read_sync(bag, cfg)
-    with progress.stage("process"):
-        try:
-            return process_segments(sync, cfg.joints, settings)
-        except SignalError as exc:
-            raise SignalError(f"bag {bag}: {exc}") from exc
-
-
-@dataclass
-class IdentifyOutcome:
-    model: RobotModel
-    result: IdentificationResult
-    validation: ValidationReport | None
-    output: Path
-    sync_summary: str
-    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
-
-
+# ----------------------------------------------------------------------- validate
 def _stderr(line: str) -> None:
     import sys
     print(line, file=sys.stderr)
 
 
-def identify_bag(bag, urdf, config_path, output, method: str | None = None, holdout: float | None = None,
-                 progress: Progress | None = None, plots: bool = True, force: bool = False,
-                 warn=_stderr, streaming: bool = False, cutoff_hz: float | None = None,
-                 force_auto_cutoff: bool = False) -> IdentifyOutcome:
-    """Bag -> result folder. `streaming`: bounded memory, chunk by chunk
-    (estimation/streamed.py), same parameters and checks; a recording it does not handle
-    (a looped bag) is read at once. `cutoff_hz` None: the config's, else (or with
-    `force_auto_cutoff`, or ``cutoff_hz: auto``) chosen from the data -- streamed by
-    estimation/stream_cutoff.py, in memory by `offline.inputs.identify_inputs` (the same
-    choice). Plausibility checks and the inter-topic lag
-    (estimation/recording_checks.py, in memory or on the stream) run before
-    identifying: their ``warning:`` lines go to `warn`; an implausible input is refused
-    unless `force`. A model the data do not
-    determine is marked in result.yaml and identified.urdf."""
-    from ..data.bag import read_recordings_from_config
-    from ..data.stream_sync import NeedsWholeRecording
-    from ..estimation.auto_cutoff import strip_auto_cutoff
-    from ..estimation.conditioning import quality_warnings
-    from ..estimation.input_checks import check_input
-    from ..estimation.plausibility import enforce
-    from ..estimation.streamed import identify_streamed
-    from ..io.config import load_config
-    from ..io.result_folder import check_result_folder
-
-    progress = progress or Progress(quiet=True)
-    check_result_folder(output, force)                   # before any work
-    cfg = load_config(config_path)
-    section = dict(cfg.section("identification"))
-    if method is not None:
-        section["method"] = method
-    if holdout is not None:
-        section["holdout"] = holdout
-    section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
-    icfg = identification_config(section)
-    model = load_model(urdf, cfg, icfg)
-    settings = icfg.settings
-    if streaming:
-        try:
-            o = identify_streamed(bag, cfg, icfg, model, progress, config_path, plots, force=force,
-                                  warn=warn, auto_cutoff=auto)
-            if output is not None:
-                with progress.stage("write"):
-                    write_result_folder(Path(output), o.model, o.result, o.validation, o.plot_data, o.record,
-                                        config_path, plots, valid_data=o.valid_data, force=force)
-            return IdentifyOutcome(o.model, o.result, o.validation, None if output is None else Path(output),
-                                   o.sync_summary, o.warnings)
-        except NeedsWholeRecording as exc:
-            progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
-    if auto:         # the cutoff chosen from the data, in memory: the `identify` command's path
-        from ..data.holdout import Holdout
-        from .inputs import identify_inputs
-        o = identify_inputs([bag], urdf, config_path, output, method=method, holdout=Holdout(fraction=icfg.holdout),
-                            cutoff_hz=cutoff_hz, force_auto_cutoff=force_auto_cutoff, progress=progress,
-                            plots=plots, force=force, warn=warn)
-        return IdentifyOutcome(o.model, o.result, o.validation, o.output, o.summary, o.warnings)
-    with progress.stage("read bag"):
-        sync = read_recordings_from_config(bag, cfg)
-    with progress.stage("check"):
-        try:
-            checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic,
-                                  cfg.effort_field)
-        except SignalError as exc:
-            raise SignalError(f"bag {bag}: {exc}") from exc
-    warnings = list(checked.warnings)
-    for line in warnings:
-        warn(line)
-    enforce(checked.findings, force)
-    parts, summary, settings = checked.parts, checked.summary, checked.settings
-    ident_data, valid_data = split_holdout(parts, icfg.holdout)
-    with progress.stage("identify"):
-        result = identify(model, ident_data, settings)
-    if result.quality is not None:
-        for line in quality_warnings(result.quality):
-            warn(line)
-            warnings.append(line)
-    validation = None
-    if valid_data is not None and valid_data.n_samples > 0:
-        with progress.stage("validate"):
-            validation = validate_result(result, model, valid_data, settings)
-        for line in not_validated_lines(validation):
-            warn(line)
-            warnings.append(line)
-    out = Path(output)
-    with progress.stage("write"):
-        extra = {"source": {"bag": str(bag), "config": str(config_path), "holdout_fraction": icfg.holdout,
-                            "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz),
-                            "use_measured_velocity": bool(settings.filter.use_measured_velocity)},
-                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        from ..mechanisms.closed_chain.config import closures_source
-        extra["source"].update(closures_source(model, cfg, config_path))
-        write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
-                            valid_data=valid_data, force=force)
-    return IdentifyOutcome(model, result, validation, out, summary, warnings)
-
-
-# ----------------------------------------------------------------------- validate
 @dataclass
 class ValidateOutcome:
     report: ValidationReport
@@ -271,16 +136,13 @@ def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
 
 
 def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
-                 output=None, streaming: bool | None = None, warn=_stderr) -> ValidateOutcome:
+                 output=None, warn=_stderr) -> ValidateOutcome:
     """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
     other joints, a URDF of another layout, or a bag whose efforts do not follow the
     result's prediction (another robot) is a one-line error. Writes `output` (default
-    DIR/validation.yaml), checked before any work. `streaming`: None (default) reads a
-    serial arm's rosbag2 in bounded memory, chunk by chunk, and anything else at once; True
-    insists on streaming, False reads at once. Both run the same checks (spikes only warn)
-    and write their ``warning:`` lines to `warn` and validation.yaml."""
-    from ..estimation.gain_check import gain_slopes
-    from ..estimation.plausibility import enforce
+    DIR/validation.yaml), checked before any work. Reads `bag` (a rosbag2 folder or a table)
+    through the one pipeline (estimation/flow.py), in bounded memory, with the recording
+    checks (spikes only warn); their ``warning:`` lines go to `warn` and validation.yaml."""
     from ..io.config import load_config
     from ..io.staging import OutputError, check_writable_path
 
@@ -324,61 +186,20 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
-    streamable = not (hasattr(model, "closures") or hasattr(model, "springs")
-                      or Path(bag).suffix.lower() in (".csv", ".npz"))
-    if streaming and not streamable:
-        raise ConfigError("validate --stream takes a rosbag2 recording of a serial arm")
     sigma = np.array([raw[j] for j in model.joint_names])
-    if streaming is not False and streamable:
-        from ..data.stream_sync import NeedsWholeRecording
-        from ..estimation.streamed import validate_streamed
-        try:
-            report, n, findings, kept = validate_streamed(bag, cfg, vsettings.filter, model, base, values, thr,
-                                                          guard, sigma, progress, keep_samples=True,
-                                                          judge=lambda slopes: _other_robot(slopes, rdir))
-        except NeedsWholeRecording as exc:
-            progress._write(f"[read bag] reading the whole recording at once: {exc}\n")
-        else:
-            if kept is not None:
-                write_validation_samples(out.parent, model, *kept, max_samples=kept[0].n_samples)
-            doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
-                   "dead_band": {"velocity": thr, "reversal_guard_s": guard},
-                   "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
-                   "read": "streaming", "warnings": [f.line() for f in findings] + not_validated_lines(report),
-                   "joints": report.as_dict()}
-            for line in doc["warnings"]:
-                warn(line)
-            return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
-    with progress.stage("read bag"):
-        sync = read_sync(bag, cfg)
-    from ..estimation.input_checks import segment_checks
-    from ..estimation.plausibility import check_unidentified_motion
-    findings = segment_checks(model, sync.segments, "robust", cfg.effort_field).findings()   # spikes only warn
-    findings += check_unidentified_motion(model, sync.report.other_joints, cfg.joint_states_topic)
-    with progress.stage("process"):
-        try:
-            parts, _ = process_segments(sync, model.joint_names, vsettings)   # columns by name
-        except SignalError as exc:
-            raise SignalError(f"bag {bag}: {exc}") from exc
-    data = concatenate(parts)
-    with progress.stage("validate"):
-        pred = (base.regressor(model.regressor(data.q, data.qd, data.qdd)) @ values).reshape(-1, model.n)
-        findings += _other_robot(gain_slopes(model, [data], predict=lambda _d: pred), rdir)
-        enforce(findings)
-        moving = dead_band_rows(model, data, thr, guard)
-        report = rms_report(data.t, data.effort_raw, pred, model.joint_names, moving,
-                            noise_std=sigma, moving_threshold=thr, effort_limit=model.limits.effort)
+    from ..estimation.flow import validate_source
+    report, n, findings, kept = validate_source(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma,
+                                                progress, judge=lambda slopes: _other_robot(slopes, rdir))
     # the samples for the report go next to the validation file (the result folder by default)
-    write_validation_samples(out.parent, model, data, pred, moving)
-    doc = {"bag": str(bag), "result": str(rdir), "samples": int(data.n_samples),
+    write_validation_samples(out.parent, model, *kept, max_samples=kept[0].n_samples)
+    doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
            "warnings": [f.line() for f in findings] + not_validated_lines(report),
            "joints": report.as_dict()}
     for line in doc["warnings"]:
         warn(line)
-    written = atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False))
-    return ValidateOutcome(report, sigma, written)
+    return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
 
 
 def _other_robot(slopes: dict, rdir) -> list:

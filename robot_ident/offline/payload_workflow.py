@@ -17,7 +17,6 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
     from ..io.config import load_config
     from ..io.payload_folder import PAYLOAD_KIND
     from ..io.staging import check_output_folder
-    from .bag_workflow import read_processed
 
     progress = progress or Progress(quiet=True)
     check_output_folder(output, PAYLOAD_KIND)          # before any work
@@ -27,7 +26,13 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
         arm = known_arm(cfg, icfg, result_dir or cfg.section("payload").get("known_arm"), urdf)
         section = dict(cfg.section("payload"), **({"frame": frame} if frame else {}))
         PayloadModel(arm.model, payload_config(section, arm.model).frame)     # bad input fails before the bag is read
-    parts, summary = read_processed(bag, cfg, icfg.settings, progress)
+    from ..data.processing import process_one, segments_in_memory
+    with progress.stage("read bag"):
+        processed = process_one(bag, cfg, icfg.settings.filter, progress=progress.counter("msg"))
+    try:
+        parts, summary = segments_in_memory(processed), processed.summary
+    finally:
+        processed.close()
     with progress.stage("identify payload"):
         return payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
                                   source={"bag": str(bag), "config": str(config_path)})

@@ -1,10 +1,10 @@
 """The identification node's logic without ROS: the identification of what its recording
 window (`recording_window.RecordingWindow`) recorded.
 
-`identify_recorded` identifies a closed window: a recorded bag in streaming mode
-(`estimation.streamed`, the command line's path), in-memory streams with
-`identify_streams` -- synchronise, actuators, filter, hold-out split, identify,
-validate; both write the same result folder as ``robot-ident identify``.
+`identify_recorded` identifies a closed window -- its recorded bag, or its streams in
+memory (`identify_streams`) -- through the one pipeline of estimation/flow.py, as
+``robot-ident identify`` does (the same input checks, the same cutoff chosen from the data
+when the config leaves it unset), and writes the same result folder.
 `result_summary` turns the outcome into plain data for the node's messages.
 """
 from __future__ import annotations
@@ -16,10 +16,6 @@ import numpy as np
 
 from ..data.sync import JointStream
 from .recording_window import Recorded
-
-# Recordings longer than this (about 5 min of 1 kHz joint states plus currents) are identified
-# streamed, in bounded memory; shorter ones are read back at once so the input checks run.
-STREAM_ABOVE_MESSAGES = 1_000_000
 
 
 # ------------------------------------------------------------------ identification
@@ -49,140 +45,52 @@ def holdout_fraction(config_holdout: float, repetitions: int) -> float:
     return 1.0 / repetitions if repetitions and repetitions > 1 else float(config_holdout)
 
 
-def _data_cutoff(model, sync, joints, settings, holdout: float):
-    """Settings with the cutoff cross-validated on the samples the hold-out leaves."""
-    from ..data.holdout import Holdout, Part, holdout_flags
-    from ..data.signals import process
-    from ..errors import SignalError
-    from ..estimation.auto_cutoff import settings_with_data_cutoff
-
-    recs, parts = [], []
-    for seg in sync.segments:
-        seg = seg.reorder(joints)
-        try:
-            parts.append(Part(process(seg, settings.filter), "node"))
-            recs.append(seg)
-        except SignalError:
-            continue
-    if not parts:
-        return settings, None
-    flags = holdout_flags(parts, Holdout(fraction=holdout)) if holdout > 0 else [
-        np.zeros(p.data.n_samples, bool) for p in parts]
-    new, note, _ = settings_with_data_cutoff(model, recs, settings, [~f for f in flags])
-    return new, note
-
-
 def identify_streams(states: JointStream, currents: JointStream, cfg, urdf, output=None,
                      config_path=None, method: str | None = None, repetitions: int = 0,
-                     plots: bool = False, source: dict | None = None, force: bool = False) -> StreamOutcome:
-    """The command line's identification (``offline.identify_bag``) on recorded streams:
-    the same plausibility checks (refused unless `force`) and warnings, which the node
-    publishes in its diagnostics."""
-    from ..data.sync import SyncResult, synchronise
-    from ..estimation.auto_cutoff import strip_auto_cutoff
-    from ..estimation.pipeline import identification_config, identify, split_holdout, validate_result
-    from ..io.model_loading import load_model
-    from ..io.result_folder import write_result_folder
-
-    section = dict(cfg.section("identification"))
-    if method:
-        section["method"] = method
-    section, auto_cutoff = strip_auto_cutoff(section)
-    icfg = identification_config(section)
-    holdout = holdout_fraction(icfg.holdout, repetitions)
-    model = load_model(urdf, cfg, icfg)
-    settings = icfg.settings
-    sync = synchronise(states, currents, cfg.joints, options=cfg.sync, effort_field=cfg.effort_field,
-                       meta={"source": "robot_ident identification_node"})
-    acts = cfg.drive.for_joints(cfg.joints)
-    sync = SyncResult([acts.apply(seg) for seg in sync.segments], sync.report)
-    cutoff_note = None
-    if auto_cutoff:      # no cutoff in the config: chosen from the data, as `robot-ident identify` does
-        settings, cutoff_note = _data_cutoff(model, sync, cfg.joints, settings, holdout)
-    from ..estimation.conditioning import quality_warnings
-    from ..estimation.input_checks import check_input
-    from ..estimation.plausibility import enforce
-    from ..estimation.validation import not_validated_lines
-    checked = check_input(model, sync, settings, cfg.joint_states_topic, cfg.current_topic, cfg.effort_field)
-    enforce(checked.findings, force)
-    parts, summary, settings = checked.parts, checked.summary, checked.settings
-    warnings = list(checked.warnings)
-    if cutoff_note:
-        summary += "\n" + cutoff_note
-    ident_data, valid_data = split_holdout(parts, holdout)
-    result = identify(model, ident_data, settings)
-    if result.quality is not None:
-        warnings += quality_warnings(result.quality)
-    validation = None
-    if valid_data is not None and valid_data.n_samples > 0:
-        validation = validate_result(result, model, valid_data, settings)
-        warnings += not_validated_lines(validation)
-    out = None
-    urdf_text = None
-    if output is not None:
-        out = Path(output)
-        extra = {"source": dict(source or {}, holdout_fraction=holdout, synchronisation=summary,
-                                config=str(config_path),
-                                use_measured_velocity=bool(settings.filter.use_measured_velocity)),
-                 "input_checks": {"warnings": warnings, "forced": bool(force)}}
-        if hasattr(model, "closures"):      # a closed chain: where `validate` finds the closures again
-            from ..mechanisms.closed_chain.config import closures_path
-            extra["source"]["closures"] = str(closures_path(cfg, config_path))
-        p = write_result_folder(out, model, result, validation, ident_data, extra, config_path, plots,
-                                valid_data=valid_data)
-        if p is not None:
-            urdf_text = Path(p).read_text(encoding="utf-8")
-    elif result.standard_values is not None:
-        from ..io.results import identified_urdf_xml
-        urdf_text = identified_urdf_xml(model, result)
-    return StreamOutcome(model, result, validation, out, summary, holdout, urdf_text, warnings)
+                     plots: bool = False, source: dict | None = None, force: bool = False,
+                     progress=None) -> StreamOutcome:
+    """`identify_recorded` of streams in memory."""
+    from ..data.processing import StreamsInput
+    return _identify(StreamsInput(states, currents, "robot_ident identification_node"), cfg, urdf, output,
+                     config_path, method, repetitions, plots, source, force, progress)
 
 
 def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, method: str | None = None,
                       repetitions: int = 0, plots: bool = False, source: dict | None = None,
-                      progress=None, stream_above_messages: int = STREAM_ABOVE_MESSAGES) -> StreamOutcome:
-    """Identify a closed window: from its in-memory streams or its bag read back at once
-    (`identify_streams`, with the input checks), or, above `stream_above_messages`, from its
-    bag in streaming mode (bounded memory, the same input checks, the same cutoff chosen from
-    the data when the config leaves it unset). `progress`: a `util.progress.Progress`
-    (e.g. `recording_bag.StatusProgress` for the status topic)."""
+                      progress=None, force: bool = False) -> StreamOutcome:
+    """Identify a closed window: its bag when it was recorded to one (read in bounded
+    memory), else its in-memory streams; the input checks refuse implausible input unless
+    `force`. `progress`: a `util.progress.Progress` (e.g. `recording_bag.StatusProgress`
+    for the status topic)."""
     if rec.bag is None:
         return identify_streams(rec.states, rec.currents, cfg, urdf, output, config_path, method, repetitions,
-                                plots, source)
+                                plots, source, force, progress)
     src = dict(source or {}, recording=str(rec.bag))
     if rec.loss:        # what the subscription never got, from the gaps in the header stamps
         src["messages"] = {t: {"received": v.received, "lost": v.lost,
                                "rate_hz": None if v.period_s is None else round(1.0 / v.period_s, 3)}
                            for t, v in rec.loss.items()}
-    if rec.messages <= stream_above_messages:
-        # read back at once so the input checks (units, gains, clock, lag) run; only very long
-        # recordings are streamed in bounded memory
-        from ..data.bag import read_streams
-        streams = read_streams(rec.bag, _window_topics(cfg))
-        return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
-                                config_path, method, repetitions, plots, src)
-    from ..data.stream_sync import NeedsWholeRecording
+    return _identify(str(rec.bag), cfg, urdf, output, config_path, method, repetitions, plots, src, force, progress)
+
+
+def _identify(input_, cfg, urdf, output, config_path, method, repetitions, plots, source, force,
+              progress) -> StreamOutcome:
     from ..estimation.auto_cutoff import strip_auto_cutoff
+    from ..estimation.flow import identify_sources
     from ..estimation.pipeline import identification_config
-    from ..estimation.streamed import identify_streamed
     from ..io.model_loading import load_model
 
     section = dict(cfg.section("identification"))
     if method:
         section["method"] = method
-    # 'auto' or no cutoff: chosen from the data on the stream, as identify_streams chooses it
-    section, auto = strip_auto_cutoff(section)
+    section, auto = strip_auto_cutoff(section)     # 'auto' or no cutoff: chosen from the data
     icfg = identification_config(section)
     icfg = replace(icfg, holdout=holdout_fraction(icfg.holdout, repetitions))
     model = load_model(urdf, cfg, icfg)
-    try:
-        o = identify_streamed(rec.bag, cfg, icfg, model, progress, config_path, plots, src,
-                              auto_cutoff=auto)
-    except NeedsWholeRecording:         # e.g. the publisher's clock jumped back: read it at once
-        from ..data.bag import read_streams
-        streams = read_streams(rec.bag, _window_topics(cfg))
-        return identify_streams(streams[cfg.joint_states_topic], streams[cfg.current_topic], cfg, urdf, output,
-                                config_path, method, repetitions, plots, src)
+    from ..mechanisms.closed_chain.config import closures_source
+    src = dict(source or {}, config=str(config_path), **closures_source(model, cfg, config_path))
+    o = identify_sources([input_], cfg, icfg, model, progress=progress, auto_cutoff=auto, force=force, plots=plots,
+                         source=src)
     urdf_path = urdf_text = None
     if output is not None:
         from ..io.result_folder import write_result_folder
@@ -193,16 +101,8 @@ def identify_recorded(rec: Recorded, cfg, urdf, output=None, config_path=None, m
     elif o.result.standard_values is not None:
         from ..io.results import identified_urdf_xml
         urdf_text = identified_urdf_xml(model, o.result)
-    return StreamOutcome(model, o.result, o.validation, None if output is None else Path(output), o.sync_summary,
+    return StreamOutcome(model, o.result, o.validation, None if output is None else Path(output), o.summary,
                          icfg.holdout, urdf_text, o.warnings)
-
-
-def _window_topics(cfg) -> dict:
-    topics = {cfg.joint_states_topic: ("joint_state", None)}
-    if cfg.current_topic != cfg.joint_states_topic:
-        topics[cfg.current_topic] = (cfg.current_kind, cfg.current_interface
-                                     if cfg.current_kind == "dynamic_joint_state" else None)
-    return topics
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The identification node writes what it records to disk first (`BagRecorder`), so a
 recording of any length costs no memory and nothing is lost if the identification
-fails; the identification then reads the bag in streaming mode
-(`estimation.streamed`). Messages are duck-typed (rclpy or rosbags messages, read by
+fails; the identification then reads the bag chunk by chunk
+(`estimation.flow`). Messages are duck-typed (rclpy or rosbags messages, read by
 attribute name like `data.msgs`), converted to rosbags' message classes and
 serialised to CDR by rosbags; the receive time is the bag's log time.
 

@@ -45,12 +45,6 @@ def add_parser(sub):
     p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
-    p.add_argument("--stream", action="store_true",
-                   help="require the bounded-memory path (the default whenever it applies: one rosbag2 --bag "
-                        "of a serial arm, hold-out by --holdout, method ols, wls or physical); an "
-                        "error when it does not apply (a bag played in a loop is still read at once)")
-    p.add_argument("--in-memory", action="store_true",
-                   help="read the whole recording into memory even when it could be streamed")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
@@ -90,38 +84,6 @@ def _cutoff(value) -> float | None:
     return c
 
 
-def _why_not_streamed(args) -> str:
-    """Why this identification needs the whole recording in memory ('' when it can stream):
-    several or tabular inputs, a hold-out other than the tail, a row-based method, or a
-    closed chain / spring balancer model. A cutoff chosen from the data streams too
-    (estimation/stream_cutoff.py)."""
-    from collections.abc import Mapping
-    from pathlib import Path
-
-    from ...data.table import TABLE_SUFFIXES
-    from ...estimation.streamed import COMPRESSED_METHODS
-    from ...io.config import load_config
-
-    if len(args.bag) != 1 or args.table or args.validate_bag:
-        return "it takes exactly one --bag (no --table or --validate-bag)"
-    if Path(args.bag[0]).suffix.lower() in TABLE_SUFFIXES:
-        return "it reads a rosbag2 recording, not a table"
-    if args.holdout_window is not None or args.holdout_every is not None:
-        return "it holds out the recording's tail (--holdout), not --holdout-window or --holdout-every"
-    cfg = load_config(args.config)
-    section = cfg.section("identification") or {}
-    method = args.method or section.get("method", "physical")
-    if method not in COMPRESSED_METHODS:
-        return (f"method {method!r} needs every regressor row (streaming keeps a compressed problem for "
-                f"{', '.join(COMPRESSED_METHODS)})")
-    filt = section.get("filter") or {}
-    if not isinstance(filt, Mapping):
-        raise ConfigError(f"{args.config}: identification.filter must be a mapping, got {filt!r}")
-    if cfg.parameters.get("closures") or cfg.section("springs"):
-        return "closed chains and spring balancers are identified in memory"
-    return ""
-
-
 def run(args) -> int:
     from ...estimation import ESTIMATORS
     from ...offline.bag_workflow import format_validation
@@ -137,7 +99,7 @@ def run(args) -> int:
         unsupported = [o for o, v in (("--method", args.method), ("--cutoff", args.cutoff),
                                       ("--holdout-window", args.holdout_window),
                                       ("--holdout-every", args.holdout_every)) if v is not None]
-        unsupported += [o for o, v in (("--stream", args.stream), ("--force", args.force)) if v]
+        unsupported += [o for o, v in (("--force", args.force),) if v]
         if unsupported:
             raise ConfigError(f"identify --payload does not take {', '.join(unsupported)}")
         return run_identify(args)
@@ -146,25 +108,12 @@ def run(args) -> int:
     if not args.bag and not args.table:
         raise ConfigError("give at least one recording: --bag PATH or --table PATH")
     cutoff = _cutoff(args.cutoff)
-    if args.stream and args.in_memory:
-        raise ConfigError("choose one of --stream and --in-memory")
-    holdout = _holdout(args)          # checks the hold-out options whichever path reads
-    why_not = _why_not_streamed(args)
-    if args.stream and why_not:
-        raise ConfigError(f"identify --stream cannot stream this: {why_not}")
-    if not why_not and not args.in_memory:
-        from ...offline.bag_workflow import identify_bag
-        o = identify_bag(args.bag[0], args.urdf, args.config, args.output, args.method, args.holdout,
-                         Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force, streaming=True,
-                         cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto")
-        summary = o.sync_summary
-    else:
-        o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
-                            validate_inputs=args.validate_bag, method=args.method, holdout=holdout,
-                            cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
-                            progress=Progress(quiet=args.quiet), plots=not args.no_plots,
-                            force=args.force)
-        summary = o.summary
+    holdout = _holdout(args)
+    o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
+                        validate_inputs=args.validate_bag, method=args.method, holdout=holdout,
+                        cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
+                        progress=Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force)
+    summary = o.summary
     r = o.result
     print(summary)
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "

@@ -1,7 +1,6 @@
 """`robot-ident validate`: a result folder checked against another recording."""
 from __future__ import annotations
 
-from ...errors import ConfigError
 from ...util.progress import Progress
 
 
@@ -14,21 +13,13 @@ def add_parser(sub):
     p.add_argument("--urdf", default=None, help="URDF (default: DIR/model.urdf)")
     p.add_argument("--config", default=None, help="parameter YAML (default: DIR/config.yaml)")
     p.add_argument("--output", default=None, help="validation YAML to write (default: DIR/validation.yaml)")
-    p.add_argument("--stream", action="store_true",
-                   help="require the bounded-memory path (the default for a rosbag2 recording of a serial arm); "
-                        "an error when it does not apply")
-    p.add_argument("--in-memory", action="store_true", help="read the whole recording into memory")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ...offline.bag_workflow import format_validation, validate_bag
-    if args.stream and args.in_memory:
-        raise ConfigError("choose one of --stream and --in-memory")
-    mode = True if args.stream else False if args.in_memory else None
-    o = validate_bag(args.bag, args.result, args.urdf, args.config, Progress(quiet=args.quiet), output=args.output,
-                     streaming=mode)
+    o = validate_bag(args.bag, args.result, args.urdf, args.config, Progress(quiet=args.quiet), output=args.output)
     print("ratio: RMS on this bag over the identification's in-sample RMS (about 1 when the model holds)")
     print(format_validation(o.report, ratio_label="ratio"))
     print(f"wrote {o.output}")

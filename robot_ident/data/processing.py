@@ -1,0 +1,365 @@
+"""Recordings -> processed identification samples on disk: the read, synchronise,
+convert and filter stages of the one pipeline, for every kind of input.
+
+An input is a rosbag2 folder, a CSV/NPZ table (data/table.py) or two joint streams
+already in memory (`StreamsInput`: the identification node's window). A bag is read in
+batches (`bag_stream`) and synchronised stretch by stretch (`stream_sync.ChunkedSync`,
+which calls `sync.synchronise`); a bag the chunked synchroniser does not reproduce (a
+looped bag: `NeedsWholeRecording`) and the inputs already in memory are synchronised
+in one call of `sync.synchronise` -- a memory policy, not another pipeline: the
+synchronised segments then take the same road. Currents become joint efforts
+(the config's `Drive`), each segment is filtered, differentiated, trimmed and decimated
+in windows (`stream_filter.SegmentFilter`, which calls `signals.process`) into one
+`ProcessedStore` per filter pipeline (several: the candidates of a cutoff chosen from
+the data). Several inputs go into the same stores, each segment marked with its input.
+
+An `observer` (the input checks, estimation/input_checks.py) sees the converted pieces:
+``observer.piece(segment, rec)`` in time order and ``observer.segment_end(segment,
+kept)``. When the chunked read has to start again whole, ``observer.restart()`` is
+called first.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..errors import SignalError
+from .bag_stream import DEFAULT_BATCH, bag_chunks
+from .joint_stream import JointStream
+from .signals import FilterOptions
+from .stream_filter import ProcessedStore, SegmentFilter
+from .stream_sync import CHUNK_S, ChunkedSync, NeedsWholeRecording
+from .sync import SyncOptions, SyncReport, synchronise
+from .table import TABLE_SUFFIXES
+
+
+@dataclass(frozen=True)
+class StreamsInput:
+    """Joint states and efforts (or currents) already in memory."""
+
+    states: JointStream
+    efforts: JointStream
+    label: str = "streams"
+
+
+@dataclass
+class InputRead:
+    """What one input gave: its label, synchronisation report, skipped segments, messages."""
+
+    label: str
+    report: SyncReport
+    skipped: list                 # "segment a-b s skipped: why" lines
+    messages: int
+    whole: str = ""               # why it was synchronised in one call ('' for a chunked read)
+
+    @property
+    def summary(self) -> str:
+        why = [f"  note: synchronised in one call ({self.whole})"] if self.whole.startswith("read at once") else []
+        return "\n".join([self.report.summary(), *why, *self.skipped])
+
+
+@dataclass
+class Segment:
+    start: int                    # its first row in the stores
+    input: int                    # index into `Processed.inputs`
+    offset_s: float               # added to its stored times: seconds from its input's first synchronised sample
+
+
+@dataclass
+class Processed:
+    """Processed samples of one or more inputs: ``stores[k]`` processed with ``filters[k]``
+    (the same rows and segments in each)."""
+
+    stores: list
+    filters: list
+    joints: tuple
+    inputs: list = field(default_factory=list)      # InputRead per input
+    segments: list = field(default_factory=list)    # Segment per stored segment, in row order
+
+    @property
+    def store(self) -> ProcessedStore:
+        return self.stores[0]
+
+    @property
+    def n_samples(self) -> int:
+        return self.stores[0].n_samples if self.stores else 0
+
+    def segment_rows(self) -> list[tuple[int, int]]:
+        ends = [s.start for s in self.segments[1:]] + [self.n_samples]
+        return [(s.start, e) for s, e in zip(self.segments, ends)]
+
+    @property
+    def summary(self) -> str:
+        if len(self.inputs) == 1:
+            return self.inputs[0].summary
+        return "\n".join(f"{x.label}: " + x.summary.replace("\n", "\n  ") for x in self.inputs)
+
+    def keep_only(self, k: int) -> None:
+        """Keep the stores of filter `k` only (the cutoff chosen), the others closed."""
+        for i, s in enumerate(self.stores):
+            if i != k:
+                s.close()
+        self.stores, self.filters = [self.stores[k]], [self.filters[k]]
+
+    def close(self) -> None:
+        for s in self.stores:
+            s.close()
+
+
+def segments_in_memory(processed: Processed) -> list:
+    """Every stored segment as `ProcessedData` in memory (small problems: a payload, a demo)."""
+    return [processed.store.read(a, b) for a, b in processed.segment_rows()]
+
+
+def process_one(source, cfg, filter_options: FilterOptions, joints=None, progress=None) -> Processed:
+    """`process_input` of one input with one filter."""
+    return process_input(source, cfg, lambda _rate: [filter_options], joints=joints, progress=progress)
+
+
+def input_label(source) -> str:
+    return source.label if isinstance(source, StreamsInput) else str(source)
+
+
+def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[FilterOptions]], *,
+                  into: Processed | None = None, joints=None, observer=None, progress=None,
+                  batch: int = DEFAULT_BATCH, chunk_s: float = CHUNK_S, store_dir=None,
+                  sync_options: SyncOptions | None = None) -> Processed:
+    """Read, synchronise, convert and process one input (a bag or table path, or a
+    `StreamsInput`) with the topics, actuators and sync options of an
+    `io.config.IdentConfig` into `into`'s stores (new ones when None: one per
+    `FilterOptions` of ``filters_for_rate(rate)``, called with the first input's
+    synchronised rate). The samples' joints are in the order of `joints` (default the
+    config's), matched by name. Raises `SignalError` when nothing usable remains."""
+    joints = tuple(cfg.joints) if joints is None else tuple(joints)
+    if sorted(joints) != sorted(cfg.joints):
+        raise SignalError(f"joints {', '.join(joints)} are not the config's ({', '.join(cfg.joints)})")
+    out = into or Processed([], [], joints)
+    label = input_label(source)
+    opts = sync_options or cfg.sync
+    if isinstance(source, StreamsInput):
+        return _run(out, label, _whole(source.states, source.efforts, joints, opts, cfg.effort_field, label),
+                    cfg, filters_for_rate, observer, store_dir, "in memory")
+    path = Path(source)
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        from .table import read_table_streams
+        field_ = "effort" if cfg.current_source == "effort" else "current"
+        states, values = read_table_streams(path, joints, field_)
+        return _run(out, label, _whole(states, values, joints, opts, field_, f"table {path}"), cfg,
+                    filters_for_rate, observer, store_dir, "a table")
+    if not path.exists():
+        raise SignalError(f"bag not found: {path}")
+    topics = _topics(cfg)
+    rows = [s.n_samples for s in out.stores]
+    n_seg = len(out.segments)
+    try:
+        return _run(out, label, _chunked(path, topics, cfg, joints, opts, batch, chunk_s, progress), cfg,
+                    filters_for_rate, observer, store_dir, "")
+    except NeedsWholeRecording as exc:
+        for s, n in zip(out.stores, rows):         # what the chunked read stored is taken back
+            s.truncate(n)
+        del out.segments[n_seg:]
+        if observer is not None:
+            observer.restart()
+        from .bag import read_streams
+        streams = read_streams(path, topics)
+        return _run(out, label, _whole(streams[cfg.joint_states_topic], streams[cfg.current_topic], joints, opts,
+                                       cfg.effort_field, str(path)),
+                    cfg, filters_for_rate, observer, store_dir, f"read at once: {exc}")
+
+
+def _topics(cfg) -> dict:
+    js, cur = cfg.joint_states_topic, cfg.current_topic
+    topics = {js: ("joint_state", None)}
+    if cur != js:
+        dyn = cfg.current_kind == "dynamic_joint_state"
+        topics[cur] = (cfg.current_kind, cfg.current_interface if dyn else None)
+    elif cfg.current_kind != "joint_state":
+        raise SignalError(f"topic {cur!r} cannot be both the joint states and a DynamicJointState")
+    return topics
+
+
+class _Feed:
+    """Synchronised pieces: ``batches()`` yields lists of ``(segment, Recording)``; `ended`
+    lists segments complete after a batch; `options`, `rate` and `report` as `ChunkedSync`'s."""
+
+    options: SyncOptions
+    rate: float
+    report: SyncReport
+    ended: list
+    messages: int = 0
+
+
+def _chunked(path, topics, cfg, joints, opts, batch, chunk_s, progress):
+    js, cur = cfg.joint_states_topic, cfg.current_topic
+    sync = ChunkedSync(joints, opts, effort_field=cfg.effort_field, chunk_s=chunk_s, meta={"bag": str(path)})
+    sync.messages = 0
+
+    def batches():
+        for chunk in bag_chunks(path, topics, batch, progress):
+            sync.messages += sum(len(s) for s in chunk.values())
+            states = chunk.get(js)
+            yield sync.feed(states, states if cur == js else chunk.get(cur))
+        yield sync.finish()
+    sync.batches = batches
+    return sync
+
+
+def _whole(states, efforts, joints, opts, effort_field, where):
+    res = synchronise(states, efforts, list(joints), options=opts, effort_field=effort_field, meta={"source": where})
+    feed = _Feed()
+    feed.options = opts or SyncOptions()
+    feed.rate, feed.report, feed.ended = res.report.rate_hz, res.report, []
+    feed.messages = len(states) + (0 if efforts is states else len(efforts))
+    feed.kept_by_sync = True
+
+    def batches():
+        for k, seg in enumerate(res.segments):
+            feed.ended.append(k)
+            yield [(k, seg)]
+    feed.batches = batches
+    return feed
+
+
+def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, store_dir, whole: str) -> Processed:
+    """The pieces of `feed` through the actuators and the filters into `out`'s stores."""
+    opts_sync = feed.options
+    acts = cfg.drive.for_joints(out.joints)       # actuators, then any coupled transmission
+    first_store_rows = out.n_samples
+    n_segments_before = len(out.segments)
+    created = not out.stores             # this input's first pieces create the stores
+    filters: dict = {}
+    rows: dict = {}          # (segment, pipeline) -> [first, end) rows in its store
+    lengths: dict = {}
+    origins: dict = {}       # segment -> its stamps' origin (ns)
+    seg_origin: dict = {}    # segment -> (its first row, its origin)
+    sync_starts: list = []   # (origin, first synchronised time) of every segment long enough
+    skipped: list[str] = []
+    dropped = {"segments": 0, "samples": 0}
+    kept = {"segments": 0, "samples": 0}
+    sync_kept = getattr(feed, "kept_by_sync", False)    # synchronise dropped the short ones already
+
+    def min_needed() -> int:
+        return max(int(opts_sync.min_samples), 1, int(math.ceil(opts_sync.min_segment_s * feed.rate - 1e-6)) + 1)
+
+    def pipelines() -> list:
+        if not out.stores:
+            options = list(filters_for_rate(feed.rate))
+            if not options:
+                raise SignalError("no filter to process the recording with")
+            out.filters.extend(options)
+            out.stores.extend(ProcessedStore(out.joints, store_dir) for _ in options)
+        return list(zip(out.filters, out.stores))
+
+    def sink_for(seg: int, k: int, store: ProcessedStore):
+        def sink(d) -> None:
+            if (seg, k) not in rows:
+                store.segment_starts.append(store.n_samples)
+                rows[seg, k] = [store.n_samples, store.n_samples]
+                if k == 0:
+                    seg_origin[seg] = (store.n_samples, origins[seg])
+            store.append(d)
+            rows[seg, k][1] = store.n_samples
+        return sink
+
+    def take(pieces) -> None:
+        for seg, piece in pieces:
+            rec = acts.apply(piece.reorder(out.joints))
+            if observer is not None:
+                observer.piece(seg, rec)
+            fs = filters.get(seg)
+            if fs is None:
+                fs = filters[seg] = [SegmentFilter(o, feed.rate, sink_for(seg, k, st), min_needed())
+                                     for k, (o, st) in enumerate(pipelines())]
+                origins[seg] = int(rec.meta.get("stamp_origin_ns", 0))
+                lengths[seg] = (float(rec.t[0]), float(rec.t[-1]), 0, origins[seg])
+            t0, _, n, origin = lengths[seg]
+            lengths[seg] = (t0, float(rec.t[-1]), n + rec.n_samples, origin)
+            if fs is _DROPPED:
+                continue
+            try:
+                for f in fs:
+                    f.add(rec)
+            except SignalError as exc:
+                skipped.append(f"segment {t0:.3f}-... s skipped: {exc}")
+                filters[seg] = _DROPPED
+                take_back(seg)
+        for seg in list(feed.ended):
+            finish(seg)
+        feed.ended.clear()
+
+    def take_back(seg: int) -> None:
+        """The samples of a segment that failed part-way are removed (it is skipped whole);
+        they are the stores' last rows, else the recording is read at once."""
+        seg_origin.pop(seg, None)
+        for k, st in enumerate(out.stores):
+            a, b = rows.pop((seg, k), (st.n_samples, st.n_samples))
+            if b != st.n_samples:
+                raise NeedsWholeRecording("a segment failed part-way after a later segment's samples were stored")
+            st.truncate(a)
+
+    def finish(seg: int) -> None:
+        fs = filters.pop(seg, None)
+        if fs is None:
+            return
+        t0, t1, n, origin = lengths.pop(seg)
+        long_enough = sync_kept or n >= min_needed()
+        if observer is not None:
+            observer.segment_end(seg, long_enough)
+        if fs is _DROPPED:
+            return
+        if not long_enough:
+            dropped["segments"] += 1
+            dropped["samples"] += n
+            return
+        kept["segments"] += 1
+        sync_starts.append((origin, t0))
+        kept["samples"] += n
+        try:
+            for f in fs:
+                f.end()
+        except SignalError as exc:
+            skipped.append(f"segment {t0:.3f}-{t1:.3f} s skipped: {exc}")
+            take_back(seg)
+
+    try:
+        for pieces in feed.batches():
+            take(pieces)
+        for seg in list(filters):
+            finish(seg)
+    except BaseException:
+        if created:
+            out.close()
+            out.stores.clear()
+            out.filters.clear()
+        for st in out.stores:
+            st.truncate(first_store_rows)
+        del out.segments[n_segments_before:]
+        raise
+    rep = feed.report
+    if not sync_kept:
+        rep.segments, rep.samples = kept["segments"], kept["samples"]
+        rep.short_segments, rep.short_segment_samples = dropped["segments"], dropped["samples"]
+    if kept["segments"] == 0:
+        raise SignalError(f"{label}: the topics have no common stretch of data without gaps:\n{rep.summary()}")
+    if out.n_samples == first_store_rows:
+        raise SignalError(f"{label}: no usable segment after synchronisation ({rep.summary()}; "
+                          + "; ".join(skipped) + ")")
+    if any(st.n_samples != out.stores[0].n_samples or st.segment_starts != out.stores[0].segment_starts
+           for st in out.stores):
+        raise NeedsWholeRecording("a segment failed part-way in one filter pipeline and not in another")
+    # times from the input's first synchronised sample (the stamps' origins may differ between passes)
+    o_min = min(origin for origin, _ in sync_starts)
+    base = min((origin - o_min) * 1e-9 + t0 for origin, t0 in sync_starts)
+    out.segments += [Segment(row, len(out.inputs), (origin - o_min) * 1e-9 - base)
+                     for row, origin in sorted(seg_origin.values())]
+    out.inputs.append(InputRead(label, rep, skipped, int(getattr(feed, "messages", 0)), whole))
+    return out
+
+
+class _Dropped:
+    """A segment whose processing failed part-way (its later pieces are ignored)."""
+
+
+_DROPPED = _Dropped()

@@ -1,0 +1,333 @@
+"""The one identification pipeline: read -> synchronise -> convert -> filter (into
+processed-sample files, data/processing.py) -> check -> hold out -> accumulate ->
+estimate -> validate, chunk by chunk, for every input: rosbag2 folders, tables, the
+node's streams in memory, several at once. Memory does not grow with the recordings'
+length for ols, wls and physical (the compressed problem, estimation/compressed.py);
+the estimators that need every row (robust, rls, sobol-ga, sobol-ls) get the
+identification rows read back from the same files, up to `MAX_ROWS_IN_MEMORY`.
+
+Used by ``robot-ident identify`` and ``validate``, the demo and the identification node.
+Runs with one BLAS thread: its factorisations are many small ones (see util.blas).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..data.holdout import Holdout, holdout_flags, runs_of
+from ..data.processing import Processed, input_label, process_input
+from ..data.signals import concatenate, decimation_stride
+from ..errors import IdentificationError, SignalError
+from ..model.robot import RobotModel
+from ..util.blas import single_threaded_blas
+from ..util.progress import Progress
+from . import ESTIMATORS, IdentificationResult
+from .compressed import CHUNK_SAMPLES, PLOT_POINTS, accumulate, run_chunks, run_rows, validate_runs
+from .validation import ValidationReport, not_validated_lines
+
+COMPRESSED_METHODS = ("ols", "wls", "physical")
+# Regressor rows the row-based estimators may hold: the standard and base regressors of
+# 400 k rows of a 6-joint arm (84 + ~50 columns) take about 430 MB.
+MAX_ROWS_IN_MEMORY = 400_000
+
+
+@dataclass
+class FlowOutcome:
+    model: RobotModel
+    result: IdentificationResult
+    validation: ValidationReport | None
+    summary: str                       # synchronisation, skipped segments, hold-out, cutoff
+    plot_data: object                  # ProcessedData for the plots (identification samples, decimated)
+    record: dict                       # result.yaml's source and input checks
+    valid_data: object = None          # the validation samples, decimated (samples.npz), or None
+    warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
+    settings: object = None            # the IdentificationSettings used (cutoff, velocity decided)
+
+
+def identify_sources(sources, cfg, icfg, model, *, holdout: Holdout | None = None, validate_sources=(),
+                     progress: Progress | None = None, auto_cutoff: bool = False, force: bool = False,
+                     warn=None, plots: bool = True, source: dict | None = None) -> FlowOutcome:
+    """Identify `model` from `sources` (bag / table paths, `data.processing.StreamsInput`)
+    with the parsed config `cfg` and identification config `icfg`; validate on the
+    `holdout` (default: `icfg`'s fraction, nothing when `validate_sources` are given) and
+    on whole `validate_sources`. `auto_cutoff`: the filter cutoff is cross-validated on
+    the identification samples (estimation/auto_cutoff.py) from one read through every
+    candidate's filter; when the data cannot decide, `icfg`'s with a note. The input checks
+    run while reading; their ``warning:`` lines and the model-quality ones go to `warn`;
+    an implausible input is refused (`plausibility.PlausibilityError`) unless `force`."""
+    if not sources:
+        raise SignalError("no recording to identify from")
+    if holdout is None:
+        holdout = Holdout() if validate_sources else Holdout(fraction=icfg.holdout)
+    with single_threaded_blas():
+        return _identify(list(sources), cfg, icfg, model, holdout, list(validate_sources),
+                         progress or Progress(quiet=True), auto_cutoff, force, warn or (lambda _line: None), plots,
+                         source or {})
+
+
+def read_checked(sources, cfg, model, settings, progress, filters_for_rate=None, predict=None,
+                 decide_velocity: bool = True):
+    """(`Processed` of `sources`, its `InputChecks`, the settings) -- the sources read once
+    through the checks' observers, and (`decide_velocity`) once more with the positions
+    differentiated when the measured velocity lags dq/dt and its use is 'auto'
+    (`input_checks.velocity_settings`)."""
+    from .input_checks import InputChecks, velocity_settings
+    while True:
+        checks = InputChecks(model, settings.method, cfg.effort_field, velocity=settings.measured_velocity,
+                             predict=predict)
+        rule = filters_for_rate(settings) if filters_for_rate else (lambda _rate, s=settings: [s.filter])
+        processed = None
+        try:
+            for src in sources:
+                processed = process_input(src, cfg, rule, into=processed, joints=model.joint_names,
+                                          observer=checks.observer(input_label(src)),
+                                          progress=progress.counter("msg"))
+        except BaseException:
+            if processed is not None:
+                processed.close()
+            raise
+        new = velocity_settings(settings, checks.velocity_lagging()) if decide_velocity else settings
+        if new is settings:
+            return processed, checks, settings
+        processed.close()
+        settings = new
+
+
+def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, auto, force, warn, plots, source):
+    from .auto_cutoff import CANDIDATES_HZ, cross_validate_cutoff, decimated_rate, default_cutoff_note
+    from .conditioning import quality_warnings
+    from .pipeline import base_parameters
+    from .plausibility import enforce
+
+    settings = icfg.settings
+    base = base_parameters(model, settings)
+    cands: list[float] = []
+
+    def filters_for_rate(s):
+        def rule(rate):
+            if not auto:
+                return [s.filter]
+            top = 0.4 * decimated_rate(rate, s.filter)
+            cands[:] = [c for c in CANDIDATES_HZ if c < top]
+            opts = [replace(s.filter, cutoff_hz=c) for c in cands]
+            return opts + ([] if s.filter.cutoff_hz in cands else [s.filter])
+        return rule
+
+    with progress.stage("read"):
+        processed, checks, settings = read_checked(sources, cfg, model, settings, progress, filters_for_rate)
+    try:
+        held = np.concatenate(holdout_flags(_segment_times(processed), holdout))
+        note = f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"
+        chosen = False
+        if auto:
+            try:
+                if not cands:
+                    raise SignalError(f"no cutoff candidate below 0.4 x the sample rate "
+                                      f"({decimated_rate(processed.inputs[0].report.rate_hz, settings.filter):.4g} Hz)")
+                with progress.stage("choose cutoff"):
+                    choice = cross_validate_cutoff(model, processed.stores[:len(cands)], tuple(cands), settings, base,
+                                                   ~held, progress=progress.counter("samples"))
+            except SignalError as exc:
+                note = default_cutoff_note(settings, exc)
+            else:
+                settings = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
+                note, chosen = choice.summary(), True
+            processed.keep_only([f.cutoff_hz for f in processed.filters].index(settings.filter.cutoff_hz))
+        store, N = processed.store, processed.n_samples
+        for a in range(0, N, CHUNK_SAMPLES):            # the gain check on every processed sample
+            checks.gains.add(store.read(a, a + CHUNK_SAMPLES))
+        findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
+        warnings = [f.line() for f in findings]
+        for line in warnings:
+            warn(line)
+        enforce(findings, force)
+
+        ident_runs = [(store, a, b) for a, b in runs_of(~held)]
+        valid_runs = [(store, a, b) for a, b in runs_of(held)]
+        thr, guard = settings.moving_threshold, settings.guard_s
+        points = PLOT_POINTS if plots else 16
+        with progress.stage("identify"):
+            result, plot_data = estimate(model, base, settings, ident_runs, points, progress)
+        for line in quality_warnings(result.quality) if result.quality is not None else []:
+            warn(line)
+            warnings.append(line)
+
+        vprocessed = None
+        validation = valid_data = None
+        try:
+            other = []
+            if validate_sources:
+                with progress.stage("read validation"):
+                    vprocessed = None
+                    for src in validate_sources:
+                        vprocessed = process_input(src, cfg, lambda _r: [settings.filter], into=vprocessed,
+                                                   joints=model.joint_names, progress=progress.counter("msg"))
+                other = _other_recordings(model, result, vprocessed)
+                valid_runs += [(vprocessed.store, a, b) for a, b in vprocessed.segment_rows()]
+            if valid_runs:
+                with progress.stage("validate"):
+                    validation = validate_runs(result, model, valid_runs, thr, guard, plot_points=points,
+                                               progress=progress.counter("samples"))
+                valid_data = decimated(valid_runs, model, thr, guard)[0]
+        finally:
+            if vprocessed is not None:
+                vprocessed.close()
+        for line in not_validated_lines(validation) + other:
+            warn(line)
+            warnings.append(line)
+        reads = [("identify", x) for x in processed.inputs]
+        reads += [("validate", x) for x in (vprocessed.inputs if vprocessed is not None else [])]
+        summary = (processed.summary if len(reads) == 1 else
+                   "\n".join(f"{role} {x.label}: " + x.summary.replace("\n", "\n  ") for role, x in reads))
+    finally:
+        processed.close()
+    lines = [summary]
+    if len(sources) > 1 or validate_sources or holdout.window is not None or holdout.every:
+        lines.append(f"held out: {holdout.describe()}" + (
+            f" + {len(validate_sources)} validation recording(s)" if validate_sources else ""))
+    if auto:
+        lines.append(note)
+    src = {"inputs": [input_label(s) for s in sources],
+           "validation_inputs": [input_label(s) for s in validate_sources],
+           "config": None, "holdout": holdout.describe(), "holdout_fraction": holdout.fraction,
+           "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz),
+           "filter_cutoff_chosen_from_data": chosen, "filter_cutoff_note": note,
+           "use_measured_velocity": bool(settings.filter.use_measured_velocity)}
+    if len(sources) == 1 and not validate_sources:
+        src["bag"] = input_label(sources[0])
+    src.update(source)
+    record = {"source": src, "input_checks": {"warnings": list(warnings), "forced": bool(force)}}
+    return FlowOutcome(model, result, validation, "\n".join(lines), plot_data, record, valid_data, warnings, settings)
+
+
+def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progress=None):
+    """(result, plot samples) of the row runs: the compressed problem for ols, wls and
+    physical, the rows in memory for the others."""
+    from .conditioning import assess_quality
+    from .pipeline import identify
+    from .store_hac import StoreRowSource
+
+    thr, guard = settings.moving_threshold, settings.guard_s
+    n_samples = run_rows(runs)
+    if settings.method not in COMPRESSED_METHODS:
+        if n_samples * model.n > MAX_ROWS_IN_MEMORY:
+            raise IdentificationError(
+                f"method {settings.method!r} needs every regressor row in memory: {n_samples} samples x "
+                f"{model.n} joints = {n_samples * model.n} rows exceed the limit of {MAX_ROWS_IN_MEMORY}; use "
+                "ols, wls or physical (compressed, any length), or lower identification.filter.target_rate_hz, "
+                "or identify a shorter recording")
+        data = concatenate([s.read(a, b) for s, a, b in runs])
+        return identify(model, data, settings, base), data
+    acc, plot_data = accumulate(runs, model, base, thr, guard, plot_points=plot_points,
+                                progress=None if progress is None else progress.counter("samples"))
+    problem = acc.problem()
+    problem.rows = StoreRowSource(runs, model, base, thr, guard)     # the HAC covariance re-reads the rows
+    options = {"bounds": settings.physical} if settings.method == "physical" else {}
+    result = ESTIMATORS[settings.method](problem, **options)
+    # RMS over the true rows: the R factors' column sums of squares equal the rows'
+    n_rows = max(problem.n_rows, 1)
+    result.quality = assess_quality(result, np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows),
+                                    float(np.sqrt(np.sum(problem.y ** 2) / n_rows)))
+    raw = acc.raw_residual_rms(result.values)
+    result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw)}
+    result.extra.update({"moving_threshold": thr, "reversal_guard_s": guard,
+                         "rows_kept_fraction": problem.n_rows / max(n_samples * model.n, 1)})
+    return result, plot_data
+
+
+def _segment_times(processed: Processed) -> list[np.ndarray]:
+    """Per stored segment, its samples' seconds from the start of its input."""
+    return [processed.store.read(a, b).t + seg.offset_s
+            for seg, (a, b) in zip(processed.segments, processed.segment_rows())]
+
+
+def _other_recordings(model, result, vprocessed) -> list[str]:
+    """Validation recordings whose efforts do not follow the identified model (slope of the
+    measured on the predicted efforts outside [0.67, 1.5] where it explains them): another
+    robot's recording, or another torque constant or direction -- its ratios would measure
+    that, not the model."""
+    from .gain_check import GainCheck
+    from .plausibility import off_prediction
+    out = []
+    by_input: dict[int, list] = {}
+    for seg, (a, b) in zip(vprocessed.segments, vprocessed.segment_rows()):
+        by_input.setdefault(seg.input, []).append((a, b))
+    for k, spans in by_input.items():
+        gains = GainCheck(model, predict=lambda d: result.predict(model, d.q, d.qd, d.qdd))
+        for a, b in spans:
+            for c in range(a, b, CHUNK_SAMPLES):
+                gains.add(vprocessed.store.read(c, min(b, c + CHUNK_SAMPLES)))
+        bad = off_prediction(gains.slopes())
+        if bad:
+            out.append(f"warning: validation recording {vprocessed.inputs[k].label}: its efforts are "
+                       + ", ".join(f"{a:.3g} x the identified model's on joint {j!r}" for j, a in bad)
+                       + ": another robot's recording, or another torque constant or direction? Its ratios "
+                         "measure that, not the model")
+    return out
+
+
+def decimated(runs, model, threshold, guard_s, max_samples: int = 3000, block: int = 50_000) -> tuple:
+    """(data, moving) of every s-th sample of the row runs, block by block (the dead band
+    judged at full rate within each run)."""
+    s = decimation_stride(run_rows(runs), max_samples)
+    kept, masks, done = [], [], 0
+    for d, mask in run_chunks(runs, threshold, guard_s, block, model):
+        idx = np.arange(-done % s, d.n_samples, s)
+        done += d.n_samples
+        if idx.size:
+            kept.append(d.subset(idx))
+            masks.append(mask[idx])
+    return concatenate(kept), np.concatenate(masks)
+
+
+# ----------------------------------------------------------------------- validate
+class BaseValues:
+    """`predict` of given base parameter values (a loaded result)."""
+
+    def __init__(self, base, values):
+        self.base, self.values = base, values
+
+    def predict(self, model, q, qd, qdd):
+        return (self.base.regressor(model.regressor(q, qd, qdd)) @ self.values).reshape(-1, model.n)
+
+
+def validate_source(source, cfg, filter_options, model, base, values, threshold: float, guard_s: float,
+                    noise_std=None, progress: Progress | None = None,
+                    judge=None) -> tuple[ValidationReport, int, list, tuple]:
+    """Validation of base parameter `values` on a whole recording (the ``validate``
+    command): (report, processed samples, findings, kept samples). The recording checks run
+    while reading (spikes only warn, as for the robust method) with the joints moving
+    outside the model, and `judge` (joint -> (slope, partial correlation) of the
+    recording's efforts on the values' prediction -> findings: e.g. another robot's bag)
+    before the RMS; an error finding is refused (`plausibility.PlausibilityError`). The
+    kept samples (at most 3000: data, predicted efforts, moving mask) are for the
+    report's validation_samples.npz."""
+    from .pipeline import IdentificationSettings
+    from .plausibility import enforce
+
+    progress = progress or Progress(quiet=True)
+    values_model = BaseValues(base, values)
+    settings = IdentificationSettings(method="robust", filter=filter_options, moving_threshold=threshold,
+                                      reversal_guard_s=guard_s)
+    with single_threaded_blas():
+        with progress.stage("read"):
+            processed, checks, _ = read_checked([source], cfg, model, settings, progress, decide_velocity=False,
+                                                predict=lambda d: values_model.predict(model, d.q, d.qd, d.qdd))
+        try:
+            store, N = processed.store, processed.n_samples
+            for a in range(0, N, CHUNK_SAMPLES):
+                checks.gains.add(store.read(a, a + CHUNK_SAMPLES))
+            findings = checks.recording_findings(processed, cfg.joint_states_topic, cfg.current_topic)
+            if judge is not None:
+                findings += judge(checks.gains.slopes())
+            enforce(findings)
+            runs = [(store, 0, N)]
+            with progress.stage("validate"):
+                report = validate_runs(values_model, model, runs, threshold, guard_s, plot_points=16,
+                                       noise_std=noise_std, progress=progress.counter("samples"))
+            data, moving = decimated(runs, model, threshold, guard_s)
+            kept = (data, values_model.predict(model, data.q, data.qd, data.qdd), moving)
+        finally:
+            processed.close()
+    return report, N, findings, kept
