@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from bag_fakes import chunker
 
 import robot_ident.data.bag as bagmod
 import robot_ident.data.bag_stream as bag_stream
@@ -90,27 +91,6 @@ def one_error_line(err: str) -> str:
     assert len(lines) == 1, err
     assert "Traceback" not in err
     return lines[0]
-
-
-def chunker(streams_of):
-    """A stand-in for `bag_stream.bag_chunks`: the messages of ``streams_of(path)`` (topic ->
-    `JointStream`) in bag (receive time) order, `batch` at a time."""
-    def chunks(path, topics, batch=bag_stream.DEFAULT_BATCH, progress=None):
-        streams = streams_of(path)
-        names = list(topics)
-        rx = np.concatenate([streams[t].received for t in names])
-        which = np.concatenate([np.full(len(streams[t]), k) for k, t in enumerate(names)])
-        row = np.concatenate([np.arange(len(streams[t])) for t in names])
-        order = np.argsort(rx, kind="stable")
-        for a in range(0, order.size, batch):
-            sel = order[a:a + batch]
-            out = {}
-            for k, t in enumerate(names):
-                r = row[sel[which[sel] == k]]
-                if r.size:
-                    out[t] = streams[t].select(r)
-            yield out
-    return chunks
 
 
 def read_bags_as(monkeypatch, streams_of):

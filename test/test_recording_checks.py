@@ -19,6 +19,8 @@ import pytest
 
 pytest.importorskip("rosbags")
 
+from bag_fakes import chunker  # noqa: E402
+
 import robot_ident.data.bag as bagmod  # noqa: E402
 import robot_ident.data.processing as processing  # noqa: E402
 from robot_ident.cli import main  # noqa: E402
@@ -107,25 +109,6 @@ def scale(joint, factor):
                                                                                                 lambda x: x * factor))
 
 
-def chunker(streams):
-    """A stand-in for bag_stream.bag_chunks serving `streams` in bag (receive time) order."""
-    def chunks(path, topics, batch, progress=None):
-        names = list(topics)
-        rx = np.concatenate([streams[t].received for t in names])
-        which = np.concatenate([np.full(len(streams[t]), k) for k, t in enumerate(names)])
-        row = np.concatenate([np.arange(len(streams[t])) for t in names])
-        order = np.argsort(rx, kind="stable")
-        for a in range(0, order.size, batch):
-            sel = order[a:a + batch]
-            out = {}
-            for k, t in enumerate(names):
-                r = row[sel[which[sel] == k]]
-                if r.size:
-                    out[t] = streams[t].select(r)
-            yield out
-    return chunks
-
-
 def edited_streams(world, states=None, currents=None):
     s = copy.deepcopy(world["streams"])
     if states:
@@ -156,7 +139,7 @@ def both_reads(world, monkeypatch, states=None, currents=None, method="wls", con
     """(the findings of the edited streams synchronised in one call, those of the same
     messages read from the bag in small chunks)."""
     s = edited_streams(world, states, currents)
-    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
+    monkeypatch.setattr(processing, "bag_chunks", chunker(lambda _path, s=s: s))
     cfg = load_config(config)
     model = load_model(world["urdf"], cfg, identification_config(dict(cfg.section("identification"), method=method)))
     ref, _ = checked(model, cfg, StreamsInput(s[JS], s[DJS], "at once"), method)
@@ -439,7 +422,7 @@ def test_lag_is_applied_alike_to_every_stretch(world, monkeypatch, offset_s):
     it, in steps of lag.SHIFT_RESOLUTION_S: the same processed samples as the recording
     synchronised in one call."""
     s = edited_streams(world, currents=late(offset_s))
-    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
+    monkeypatch.setattr(processing, "bag_chunks", chunker(lambda _path, s=s: s))
     cfg = load_config(CONFIG)
     settings = identification_config(cfg.section("identification")).settings
     pipelines = lambda _rate: [settings.filter]  # noqa: E731
@@ -512,7 +495,7 @@ def test_lag_is_not_taken_from_a_first_stretch_at_rest(world, monkeypatch):
     s = copy.deepcopy(world["streams"])
     s[JS] = _with_rest(s[JS], 25.0, 2_000_000, 0)
     s[DJS] = late(0.020)(_with_rest(s[DJS], 25.0, 1_000_000, 1))
-    monkeypatch.setattr(processing, "bag_chunks", chunker(s))
+    monkeypatch.setattr(processing, "bag_chunks", chunker(lambda _path, s=s: s))
     cfg = load_config(CONFIG)
     icfg = identification_config(dict(cfg.section("identification"), method="wls"))
     model = load_model(world["urdf"], cfg, icfg)
