@@ -139,33 +139,28 @@ def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[Filt
     label = input_label(source)
     opts = sync_options or cfg.sync
     if isinstance(source, StreamsInput):
-        return _run(out, label, _whole(source.states, source.efforts, joints, opts, cfg.effort_field, label),
+        return _run(out, label, _WholeFeed(source.states, source.efforts, joints, opts, cfg.effort_field, label),
                     cfg, filters_for_rate, observer, store_dir, "in memory")
     path = Path(source)
     if path.suffix.lower() in TABLE_SUFFIXES:
         from .table import read_table_streams
         field_ = "effort" if cfg.current_source == "effort" else "current"
         states, values = read_table_streams(path, joints, field_)
-        return _run(out, label, _whole(states, values, joints, opts, field_, f"table {path}"), cfg,
+        return _run(out, label, _WholeFeed(states, values, joints, opts, field_, f"table {path}"), cfg,
                     filters_for_rate, observer, store_dir, "a table")
     if not path.exists():
         raise SignalError(f"bag not found: {path}")
     topics = _topics(cfg)
-    rows = [s.n_samples for s in out.stores]
-    n_seg = len(out.segments)
     try:
-        return _run(out, label, _chunked(path, topics, cfg, joints, opts, batch, chunk_s, progress), cfg,
+        return _run(out, label, _ChunkedFeed(path, topics, cfg, joints, opts, batch, chunk_s, progress), cfg,
                     filters_for_rate, observer, store_dir, "")
-    except NeedsWholeRecording as exc:
-        for s, n in zip(out.stores, rows):         # what the chunked read stored is taken back
-            s.truncate(n)
-        del out.segments[n_seg:]
+    except NeedsWholeRecording as exc:        # what the chunked read stored was taken back
         if observer is not None:
             observer.restart()
         from .bag import read_streams
         streams = read_streams(path, topics)
-        return _run(out, label, _whole(streams[cfg.joint_states_topic], streams[cfg.current_topic], joints, opts,
-                                       cfg.effort_field, str(path)),
+        return _run(out, label, _WholeFeed(streams[cfg.joint_states_topic], streams[cfg.current_topic], joints,
+                                           opts, cfg.effort_field, str(path)),
                     cfg, filters_for_rate, observer, store_dir, f"read at once: {exc}")
 
 
@@ -180,46 +175,50 @@ def _topics(cfg) -> dict:
     return topics
 
 
-class _Feed:
-    """Synchronised pieces: ``batches()`` yields lists of ``(segment, Recording)``; `ended`
-    lists segments complete after a batch; `options`, `rate` and `report` as `ChunkedSync`'s."""
+class _ChunkedFeed:
+    """A bag's synchronised pieces, stretch by stretch: ``batches()`` yields lists of
+    ``(segment, Recording)``; `ended` lists the segments complete after a batch."""
 
-    options: SyncOptions
-    rate: float
-    report: SyncReport
-    ended: list
-    messages: int = 0
+    kept_by_sync = False         # the pipeline drops the segments too short to keep
 
+    def __init__(self, path, topics, cfg, joints, opts, batch, chunk_s, progress):
+        self.sync = ChunkedSync(joints, opts, effort_field=cfg.effort_field, chunk_s=chunk_s,
+                                meta={"bag": str(path)})
+        self.args = path, topics, batch, progress
+        self.states_topic, self.effort_topic = cfg.joint_states_topic, cfg.current_topic
+        self.messages = 0
 
-def _chunked(path, topics, cfg, joints, opts, batch, chunk_s, progress):
-    js, cur = cfg.joint_states_topic, cfg.current_topic
-    sync = ChunkedSync(joints, opts, effort_field=cfg.effort_field, chunk_s=chunk_s, meta={"bag": str(path)})
-    sync.messages = 0
+    options = property(lambda self: self.sync.options)
+    rate = property(lambda self: self.sync.rate)
+    report = property(lambda self: self.sync.report)
+    ended = property(lambda self: self.sync.ended)
 
-    def batches():
-        for chunk in bag_chunks(path, topics, batch, progress):
-            sync.messages += sum(len(s) for s in chunk.values())
+    def batches(self):
+        js, cur = self.states_topic, self.effort_topic
+        for chunk in bag_chunks(*self.args):
+            self.messages += sum(len(s) for s in chunk.values())
             states = chunk.get(js)
-            yield sync.feed(states, states if cur == js else chunk.get(cur))
-        yield sync.finish()
-    sync.batches = batches
-    return sync
+            yield self.sync.feed(states, states if cur == js else chunk.get(cur))
+        yield self.sync.finish()
 
 
-def _whole(states, efforts, joints, opts, effort_field, where):
-    res = synchronise(states, efforts, list(joints), options=opts, effort_field=effort_field, meta={"source": where})
-    feed = _Feed()
-    feed.options = opts or SyncOptions()
-    feed.rate, feed.report, feed.ended = res.report.rate_hz, res.report, []
-    feed.messages = len(states) + (0 if efforts is states else len(efforts))
-    feed.kept_by_sync = True
+class _WholeFeed:
+    """Streams synchronised in one call (`sync.synchronise`), each segment one piece."""
 
-    def batches():
-        for k, seg in enumerate(res.segments):
-            feed.ended.append(k)
+    kept_by_sync = True          # `synchronise` dropped the short segments already
+
+    def __init__(self, states, efforts, joints, opts, effort_field, where):
+        res = synchronise(states, efforts, list(joints), options=opts, effort_field=effort_field,
+                          meta={"source": where})
+        self.segments, self.report, self.rate = res.segments, res.report, res.report.rate_hz
+        self.options = opts or SyncOptions()
+        self.messages = len(states) + (0 if efforts is states else len(efforts))
+        self.ended: list = []
+
+    def batches(self):
+        for k, seg in enumerate(self.segments):
+            self.ended.append(k)
             yield [(k, seg)]
-    feed.batches = batches
-    return feed
 
 
 def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, store_dir, whole: str) -> Processed:
@@ -238,7 +237,7 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
     skipped: list[str] = []
     dropped = {"segments": 0, "samples": 0}
     kept = {"segments": 0, "samples": 0}
-    sync_kept = getattr(feed, "kept_by_sync", False)    # synchronise dropped the short ones already
+    sync_kept = feed.kept_by_sync
 
     def min_needed() -> int:
         return max(int(opts_sync.min_samples), 1, int(math.ceil(opts_sync.min_segment_s * feed.rate - 1e-6)) + 1)
@@ -328,7 +327,19 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
             take(pieces)
         for seg in list(filters):
             finish(seg)
-    except BaseException:
+        rep = feed.report
+        if not sync_kept:
+            rep.segments, rep.samples = kept["segments"], kept["samples"]
+            rep.short_segments, rep.short_segment_samples = dropped["segments"], dropped["samples"]
+        if kept["segments"] == 0:
+            raise SignalError(f"{label}: the topics have no common stretch of data without gaps:\n{rep.summary()}")
+        if out.n_samples == first_store_rows:
+            raise SignalError(f"{label}: no usable segment after synchronisation ({rep.summary()}; "
+                              + "; ".join(skipped) + ")")
+        if any(st.n_samples != out.stores[0].n_samples or st.segment_starts != out.stores[0].segment_starts
+               for st in out.stores):
+            raise NeedsWholeRecording("a segment failed part-way in one filter pipeline and not in another")
+    except BaseException:           # nothing of this input stays; stores it created are closed
         if created:
             out.close()
             out.stores.clear()
@@ -337,24 +348,12 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
             st.truncate(first_store_rows)
         del out.segments[n_segments_before:]
         raise
-    rep = feed.report
-    if not sync_kept:
-        rep.segments, rep.samples = kept["segments"], kept["samples"]
-        rep.short_segments, rep.short_segment_samples = dropped["segments"], dropped["samples"]
-    if kept["segments"] == 0:
-        raise SignalError(f"{label}: the topics have no common stretch of data without gaps:\n{rep.summary()}")
-    if out.n_samples == first_store_rows:
-        raise SignalError(f"{label}: no usable segment after synchronisation ({rep.summary()}; "
-                          + "; ".join(skipped) + ")")
-    if any(st.n_samples != out.stores[0].n_samples or st.segment_starts != out.stores[0].segment_starts
-           for st in out.stores):
-        raise NeedsWholeRecording("a segment failed part-way in one filter pipeline and not in another")
     # times from the input's first synchronised sample (the stamps' origins may differ between passes)
     o_min = min(origin for origin, _ in sync_starts)
     base = min((origin - o_min) * 1e-9 + t0 for origin, t0 in sync_starts)
     out.segments += [Segment(row, len(out.inputs), (origin - o_min) * 1e-9 - base)
                      for row, origin in sorted(seg_origin.values())]
-    out.inputs.append(InputRead(label, rep, skipped, int(getattr(feed, "messages", 0)), whole))
+    out.inputs.append(InputRead(label, rep, skipped, feed.messages, whole))
     return out
 
 
