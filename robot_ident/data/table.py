@@ -176,13 +176,6 @@ def read_table(path: str | os.PathLike, joints: Sequence[str], drive=None, *, va
     return res
 
 
-def read_table_from_config(path, config, options: SyncOptions | None = None) -> SyncResult:
-    """`read_table` with the joints, source kind, actuators, coupling and sync options of an
-    `io.config.IdentConfig`."""
-    field = "effort" if config.current_source == "effort" else "current"
-    return read_table(path, config.joints, config.drive, value_field=field, options=options or config.sync)
-
-
 def write_table(path: str | os.PathLike, recording, value_field: str = "effort") -> Path:
     """Write a `signals.Recording` as a CSV or NPZ table in the layout above (for tests,
     conversions and examples). The recording's effort array goes to `value_field`."""

@@ -238,7 +238,7 @@ def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progre
 
 def _segment_times(processed: Processed) -> list[np.ndarray]:
     """Per stored segment, its samples' seconds from the start of its input."""
-    return [processed.store.read(a, b).t + seg.offset_s
+    return [processed.store.times(a, b) + seg.offset_s
             for seg, (a, b) in zip(processed.segments, processed.segment_rows())]
 
 

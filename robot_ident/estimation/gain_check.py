@@ -151,11 +151,3 @@ class GainCheck:
         parameters, the joint of the last body), or None."""
         slopes, pi = self.with_tool()
         return None if pi is None else (slopes, pi, self.model.layout.body_joints[-1])
-
-
-def gain_slopes(model, parts, predict=None) -> dict:
-    """`GainCheck.slopes` of processed parts in memory (each one block)."""
-    acc = GainCheck(model, predict)
-    for p in parts:
-        acc.add(p)
-    return acc.slopes()
