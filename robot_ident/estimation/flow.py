@@ -22,7 +22,7 @@ from ..errors import IdentificationError, SignalError
 from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
-from . import ESTIMATORS, IdentificationResult
+from . import IdentificationResult
 from .compressed import CHUNK_SAMPLES, PLOT_POINTS, accumulate, run_chunks, run_rows, validate_runs
 from .validation import ValidationReport, not_validated_lines
 
@@ -204,8 +204,7 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
 def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progress=None):
     """(result, plot samples) of the row runs: the compressed problem for ols, wls and
     physical, the rows in memory for the others."""
-    from .conditioning import assess_quality
-    from .pipeline import identify
+    from .pipeline import finish_result, identify, run_estimator
     from .store_hac import StoreRowSource
 
     thr, guard = settings.moving_threshold, settings.guard_s
@@ -223,16 +222,12 @@ def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progre
                                 progress=None if progress is None else progress.counter("samples"))
     problem = acc.problem()
     problem.rows = StoreRowSource(runs, model, base, thr, guard)     # the HAC covariance re-reads the rows
-    options = {"bounds": settings.physical} if settings.method == "physical" else {}
-    result = ESTIMATORS[settings.method](problem, **options)
+    result = run_estimator(problem, settings)
     # RMS over the true rows: the R factors' column sums of squares equal the rows'
     n_rows = max(problem.n_rows, 1)
-    result.quality = assess_quality(result, np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows),
-                                    float(np.sqrt(np.sum(problem.y ** 2) / n_rows)))
-    raw = acc.raw_residual_rms(result.values)
-    result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw)}
-    result.extra.update({"moving_threshold": thr, "reversal_guard_s": guard,
-                         "rows_kept_fraction": problem.n_rows / max(n_samples * model.n, 1)})
+    finish_result(result, model, settings, acc.raw_residual_rms(result.values),
+                  np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows), float(np.sqrt(np.sum(problem.y ** 2) / n_rows)),
+                  problem.n_rows, n_samples)
     return result, plot_data
 
 

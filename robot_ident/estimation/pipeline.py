@@ -54,10 +54,10 @@ def base_parameters(model: RobotModel, settings: IdentificationSettings) -> Base
 
 def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSettings,
              base: BaseParameters | None = None) -> IdentificationResult:
+    """Identify from rows in memory (the row-based estimators of the one pipeline, the demos)."""
     base = base or base_parameters(model, settings)
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
-    options = {"bounds": settings.physical} if settings.method == "physical" else {}
-    result = ESTIMATORS[settings.method](problem, **options)
+    result = run_estimator(problem, settings)
     # In-sample RMS against the *raw* measured effort on the identification rows (outside
     # the dead band): what a new recording can be compared with, since it includes the
     # sensor noise. The rows' regressor is the problem's, so nothing is rebuilt.
@@ -65,16 +65,26 @@ def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSet
     sq = (raw - problem.W @ result.values) ** 2
     counts = np.bincount(problem.joint_of_row, minlength=model.n)
     raw_rms = np.sqrt(np.bincount(problem.joint_of_row, weights=sq, minlength=model.n) / np.maximum(counts, 1))
-    raw_rms = [float(v) for v in raw_rms]
-    result.extra["raw_residual_rms"] = dict(zip(model.joint_names, raw_rms))
-    # Is the model determined by the data? (estimation/conditioning.py; not in `extra`,
-    # which is written as the settings)
+    return finish_result(result, model, settings, raw_rms, np.sqrt(np.mean(problem.W ** 2, axis=0)),
+                         float(np.sqrt(np.mean(problem.y ** 2))), problem.n_rows, data.n_samples)
+
+
+def run_estimator(problem, settings: IdentificationSettings) -> IdentificationResult:
+    """The settings' estimator on a problem (rows or compressed)."""
+    options = {"bounds": settings.physical} if settings.method == "physical" else {}
+    return ESTIMATORS[settings.method](problem, **options)
+
+
+def finish_result(result: IdentificationResult, model, settings: IdentificationSettings, raw_rms, column_rms,
+                  effort_rms: float, n_rows: int, n_samples: int) -> IdentificationResult:
+    """The result's in-sample RMS against the raw effort per joint, whether the model is
+    determined by the data (estimation/conditioning.py; `column_rms`, `effort_rms`: the
+    RMS of the regressor's columns and of the efforts over the rows) and the dead band."""
     from .conditioning import assess_quality
-    result.quality = assess_quality(result, np.sqrt(np.mean(problem.W ** 2, axis=0)),
-                                    float(np.sqrt(np.mean(problem.y ** 2))))
-    result.extra.update({"moving_threshold": settings.moving_threshold,
-                         "reversal_guard_s": settings.guard_s,
-                         "rows_kept_fraction": problem.n_rows / (data.n_samples * model.n)})
+    result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw_rms)}
+    result.quality = assess_quality(result, column_rms, effort_rms)
+    result.extra.update({"moving_threshold": settings.moving_threshold, "reversal_guard_s": settings.guard_s,
+                         "rows_kept_fraction": n_rows / max(n_samples * model.n, 1)})
     return result
 
 
