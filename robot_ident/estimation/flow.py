@@ -6,7 +6,7 @@ length for ols, wls and physical (the compressed problem, estimation/compressed.
 the estimators that need every row (robust, rls, sobol-ga, sobol-ls) get the
 identification rows read back from the same files, up to `MAX_ROWS_IN_MEMORY`.
 
-Used by ``robot-ident identify`` and ``validate``, the demo and the identification node.
+Used by ``robot-ident identify`` and ``validate``, the Python API and the identification node.
 Runs with one BLAS thread: its factorisations are many small ones (see util.blas).
 """
 from __future__ import annotations
