@@ -86,7 +86,7 @@ def run(seed: int, duration: float, work: Path, accel_scale: float = 1.0) -> dic
                             warn=lambda _line: None)
         _, base, values, _ = load_result(o.output)
         pred = (base.regressor(Y) @ values).reshape(-1, cad.n)
-        out[label] = (np.sqrt(np.mean((pred - true) ** 2, axis=0)), o.cutoff_hz, o.result.method)
+        out[label] = (np.sqrt(np.mean((pred - true) ** 2, axis=0)), o.settings.filter.cutoff_hz, o.result.method)
     return out
 
 

@@ -227,3 +227,47 @@ def test_identify_payload_bad_frame_exits_2(payload_bag, demo_urdf, capsys):
     err = capsys.readouterr().err
     assert "payload frame 'flange' is not a link" in err and len(err.strip().splitlines()) == 1
     assert not (payload_bag / "bad" / "payload.yaml").exists()
+
+
+def _payload_config(tmp_path, **actuator_changes):
+    """The payload config with some actuators' entries changed (joint -> {key: value})."""
+    doc = yaml.safe_load(CONFIG.read_text())
+    acts = doc["robot_ident"]["ros__parameters"]["actuators"]
+    for joint, change in actuator_changes.items():
+        acts[joint].update(change)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({j: {"torque_constant": 125.0 if j in ("shoulder_pan", "shoulder_lift", "elbow") else 90.0}
+      for j in ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")}, "limit"),
+    ({"wrist_1": {"direction": -1}}, "runs against the CAD model"),
+])
+def test_payload_identification_runs_the_input_checks(payload_bag, demo_urdf, tmp_path, capsys, changes, words):
+    """The recording's input checks run before a payload is identified (issue 31): every
+    torque constant x1000 (efforts far beyond the limits) or a flipped wrist direction is
+    refused naming the cause, nothing is written; --force identifies and records the
+    forced warnings. The clean recording gives no warning (the tool the URDF lacks is a note)."""
+    cfg = _payload_config(tmp_path, **changes)
+    out = tmp_path / "pay"
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", cfg,
+                   "--output", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert words in err, err
+    assert not out.exists()
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", cfg,
+                   "--output", out, "--quiet", "--force") == 0
+    checks = yaml.safe_load((out / "payload.yaml").read_text())["input_checks"]
+    assert checks["forced"] and any(words in w for w in checks["warnings"]), checks
+
+
+def test_a_clean_payload_recording_gives_no_warning(payload_bag, demo_urdf, tmp_path, capsys):
+    out = tmp_path / "pay"
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", CONFIG,
+                   "--output", out, "--quiet") == 0
+    err = capsys.readouterr().err
+    assert "warning:" not in err, err
+    checks = yaml.safe_load((out / "payload.yaml").read_text())["input_checks"]
+    assert not checks["forced"] and not [w for w in checks["warnings"] if w.startswith("warning:")], checks

@@ -94,6 +94,31 @@ def read_checked(sources, cfg, model, settings, progress, filters_for_rate=None,
         settings = new
 
 
+def read_rows_checked(source, cfg, model, settings, progress: Progress | None = None, predict=None,
+                      force: bool = False, warn=None) -> tuple[list, str, list, object]:
+    """One input read with every input check -- the gains against `predict` (default the
+    model's CAD efforts) -- and refused when implausible unless `force`; its processed
+    segments in memory, for small problems (a payload): (segments, summary, warning lines,
+    settings with the velocity's use decided)."""
+    from ..data.processing import segments_in_memory
+    from .plausibility import enforce
+
+    progress = progress or Progress(quiet=True)
+    with single_threaded_blas():
+        processed, checks, settings = read_checked([source], cfg, model, settings, progress, predict=predict)
+        try:
+            for a in range(0, processed.n_samples, CHUNK_SAMPLES):
+                checks.gains.add(processed.store.read(a, a + CHUNK_SAMPLES))
+            findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
+            lines = [f.line() for f in findings]
+            for line in lines:
+                (warn or (lambda _line: None))(line)
+            enforce(findings, force)
+            return segments_in_memory(processed), processed.summary, lines, settings
+        finally:
+            processed.close()
+
+
 def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, auto, force, warn, plots, source):
     from .auto_cutoff import CANDIDATES_HZ, cross_validate_cutoff, decimated_rate, default_cutoff_note
     from .conditioning import quality_warnings

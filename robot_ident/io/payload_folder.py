@@ -76,8 +76,9 @@ def known_arm(cfg, icfg, result_dir=None, urdf=None) -> KnownArm:
 
 def payload_from_parts(parts, summary: str, cfg, icfg, arm: KnownArm, output, frame: str | None = None,
                        holdout: float | None = None, refit_friction: bool = False,
-                       source: dict | None = None) -> PayloadOutcome:
-    """Identify the payload on processed segments and write the payload folder (atomically)."""
+                       source: dict | None = None, input_checks: dict | None = None) -> PayloadOutcome:
+    """Identify the payload on processed segments and write the payload folder (atomically);
+    `input_checks` (the warning lines of the recording's checks, forced or not) is recorded."""
     model = arm.model
     section = dict(cfg.section("payload"))
     if frame is not None:
@@ -103,6 +104,8 @@ def payload_from_parts(parts, summary: str, cfg, icfg, arm: KnownArm, output, fr
     doc = {"format": "robot_ident/payload", "arm_model": arm.source, "source": dict(source or {}),
            "holdout_fraction": frac, "nuisance_symbols": list(symbols), "payload": est.to_dict(),
            "synchronisation": summary}
+    if input_checks is not None:
+        doc["input_checks"] = input_checks
     if rms is not None:
         doc["holdout_rms"] = rms
     urdf_text = None

@@ -33,6 +33,7 @@ class IdentifyOutcome:
     warnings: list = field(default_factory=list)   # 'warning: ...' lines (also in result.yaml)
     settings: object = None                    # the IdentificationSettings used (cutoff included)
     valid_data: object = None                  # the validation samples, decimated (as in samples.npz)
+    cutoff_note: str = ""                      # the filter cutoff: set, chosen from the data, or why not
 
 
 def _stderr(line: str) -> None:
@@ -91,7 +92,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
             write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record, config_path,
                                 plots, valid_data=o.valid_data, force=force)
     return IdentifyOutcome(model, o.result, o.validation, None if output is None else Path(output), o.summary,
-                           o.warnings, o.settings, o.valid_data)
+                           o.warnings, o.settings, o.valid_data, o.record["source"]["filter_cutoff_note"])
 
 
 def arrays_config(model: RobotModel):

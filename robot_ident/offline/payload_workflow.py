@@ -13,7 +13,10 @@ __all__ = ["identify_payload_bag", "format_payload", "PayloadOutcome"]
 
 def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, frame: str | None = None,
                          holdout: float | None = None, refit_friction: bool = False,
-                         progress: Progress | None = None) -> PayloadOutcome:
+                         progress: Progress | None = None, force: bool = False, warn=None) -> PayloadOutcome:
+    """The payload folder from a bag, the arm known; the recording's input checks run first
+    (the gains against the CAD model, a tool on the last body allowed for), their ``warning:`` lines go to `warn` and
+    payload.yaml, an implausible recording is refused unless `force`."""
     from ..io.config import load_config
     from ..io.payload_folder import PAYLOAD_KIND
     from ..io.staging import check_output_folder
@@ -26,13 +29,13 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
         arm = known_arm(cfg, icfg, result_dir or cfg.section("payload").get("known_arm"), urdf)
         section = dict(cfg.section("payload"), **({"frame": frame} if frame else {}))
         PayloadModel(arm.model, payload_config(section, arm.model).frame)     # bad input fails before the bag is read
-    from ..data.processing import process_one, segments_in_memory
+    from ..estimation.flow import read_rows_checked
     with progress.stage("read bag"):
-        processed = process_one(bag, cfg, icfg.settings.filter, progress=progress.counter("msg"))
-    try:
-        parts, summary = segments_in_memory(processed), processed.summary
-    finally:
-        processed.close()
+        # the gains against the CAD model with a tool on the last body fitted alongside: the
+        # payload the URDF lacks is explained there, a wrong torque constant or direction is not
+        parts, summary, warnings, _ = read_rows_checked(bag, cfg, arm.model, icfg.settings, progress,
+                                                        force=force, warn=warn)
     with progress.stage("identify payload"):
         return payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
-                                  source={"bag": str(bag), "config": str(config_path)})
+                                  source={"bag": str(bag), "config": str(config_path)},
+                                  input_checks={"warnings": warnings, "forced": bool(force)})

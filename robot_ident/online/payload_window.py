@@ -23,15 +23,13 @@ def identify_payload_streams(states: JointStream, currents: JointStream, cfg, ur
 
 
 def _payload(input_, cfg, urdf, output, result_dir, source):
-    from ..data.processing import process_one, segments_in_memory
+    """The payload folder, after the recording's input checks (an implausible one is refused)."""
+    from ..estimation.flow import read_rows_checked
     from ..estimation.pipeline import identification_config
     from ..io.payload_folder import known_arm, payload_from_parts
 
     icfg = identification_config(cfg.section("identification"))
     arm = known_arm(cfg, icfg, result_dir or cfg.section("payload").get("known_arm"), urdf)
-    processed = process_one(input_, cfg, icfg.settings.filter)
-    try:
-        parts, summary = segments_in_memory(processed), processed.summary
-    finally:
-        processed.close()
-    return payload_from_parts(parts, summary, cfg, icfg, arm, output, source=source)
+    parts, summary, warnings, _ = read_rows_checked(input_, cfg, arm.model, icfg.settings)
+    return payload_from_parts(parts, summary, cfg, icfg, arm, output, source=source,
+                              input_checks={"warnings": warnings, "forced": False})

@@ -52,9 +52,14 @@ def run_identify(args) -> int:
     bag = args.bag[0] if isinstance(args.bag, list) else args.bag
     o = identify_payload_bag(bag, args.config, args.output, result_dir=args.result, urdf=args.urdf,
                              frame=args.frame, holdout=args.holdout, refit_friction=args.refit_friction,
-                             progress=Progress(quiet=args.quiet))
+                             progress=Progress(quiet=args.quiet), force=args.force, warn=_stderr)
     print(f"arm model: {o.arm.source}")
     print(format_payload(o.estimate, o.holdout_rms))
     files = sorted(p.name for p in o.output.iterdir() if not p.name.startswith("."))
     print(f"payload folder: {o.output}/ ({', '.join(files)})")
     return 0
+
+
+def _stderr(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr)

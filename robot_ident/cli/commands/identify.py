@@ -99,7 +99,6 @@ def run(args) -> int:
         unsupported = [o for o, v in (("--method", args.method), ("--cutoff", args.cutoff),
                                       ("--holdout-window", args.holdout_window),
                                       ("--holdout-every", args.holdout_every)) if v is not None]
-        unsupported += [o for o, v in (("--force", args.force),) if v]
         if unsupported:
             raise ConfigError(f"identify --payload does not take {', '.join(unsupported)}")
         return run_identify(args)
