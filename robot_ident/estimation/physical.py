@@ -47,6 +47,7 @@ from ..model.pseudo_inertia import dynamic_from_pseudo, is_physical, pseudo_iner
 from . import lmi_barrier
 from .body_bounds import TINY_MASS, PhysicalBounds, _cad_total, body_regions, check_bodies, mass_range
 from .least_squares import _per_joint, wls
+from .physical_findings import data_against_bounds, data_against_signs
 from .problem import IdentificationProblem
 from .result import IdentificationResult
 
@@ -369,7 +370,8 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     values = P @ theta
     r = problem.y - problem.W @ values
     rms, sig = _per_joint(problem, r)
-    against = _data_against_bounds(bodies, prior, layout, ranges, rms, wls_rms, problem.joint_names)
+    against = data_against_bounds(bodies, ranges, rms, wls_rms, problem.joint_names)
+    against += data_against_signs(first, values, rms, wls_rms, problem.joint_names, FIT_TOLERANCE)
     res = IdentificationResult(method="physical", base=problem.base, values=values,
                                std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
                                condition_number=first.condition_number, n_samples=problem.n_samples,
@@ -390,35 +392,3 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     if geo_note:
         res.extra["com_region_note"] = geo_note
     return res
-
-
-def _data_against_bounds(bodies: dict, prior, layout, ranges, rms, wls_rms, joints) -> list[str]:
-    """One line per body the data hold against a mass or centre-of-mass bound (the prior
-    pulls toward CAD, inside the bounds: an active bound is the data's doing), with what
-    holding it there costs in fit against WLS."""
-    worst = int(np.argmax(rms / np.maximum(wls_rms, 1e-300)))
-    cost = f"{100 * (rms[worst] / wls_rms[worst] - 1):.2g} % on joint {joints[worst]!r}" \
-        if wls_rms[worst] > 0 else "unknown"
-    out = []
-    for b, d in bodies.items():
-        lo, hi = ranges[b]
-        cad = d["mass_cad"]
-        whys = []
-        for what in d["bounds_active"]:
-            if what == "mass_max":
-                why = (f"the data want more than its mass bound {hi:.3g} kg"
-                       + (f" ({hi / cad:.2g} x its CAD mass {cad:.3g} kg)" if cad > TINY_MASS else ""))
-            elif what == "mass_min":
-                why = (f"the data want less than its mass bound {lo:.3g} kg"
-                       + (f" ({lo / cad:.2g} x its CAD mass {cad:.3g} kg)" if cad > TINY_MASS else ""))
-            elif what.startswith("com") and not any("centre" in w for w in whys):
-                why = "the data want its centre of mass outside its geometry's region"
-            else:
-                continue
-            whys.append(why)
-        if whys:
-            out.append(f"body of joint {b!r}: {' and '.join(whys)}: the data and the URDF disagree; the "
-                       f"physical estimate is held at the bound (in-sample RMS above WLS's by up to {cost}); "
-                       "check the URDF's <inertial> or widen identification.physical")
-    return out
-

@@ -1,0 +1,76 @@
+"""What the physically consistent estimate (physical.py) tells the user where the data and
+its constraints disagree: a body held at a plausibility bound (the data and the URDF
+disagree), an armature or friction the data want negative (no physical drive has that:
+efforts that lag the motion, or an effect the model lacks). Each line says what holding
+the constraint costs in fit against WLS."""
+from __future__ import annotations
+
+import numpy as np
+
+from .body_bounds import TINY_MASS
+
+_TERMS = {"Ia": "armature", "Fc": "Coulomb friction", "Fv": "viscous friction"}
+SIGN_SIGMAS = 3.0    # a negative term this many standard deviations below 0 is the data's, not noise
+
+
+def _fit_cost(rms, wls_rms, joints) -> str:
+    worst = int(np.argmax(rms / np.maximum(wls_rms, 1e-300)))
+    return f"{100 * (rms[worst] / wls_rms[worst] - 1):.2g} % on joint {joints[worst]!r}" \
+        if wls_rms[worst] > 0 else "unknown"
+
+
+def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float) -> list[str]:
+    """One line per joint (or motor) whose armature or friction the data want negative and
+    the physical estimate holds at about 0 -- WLS's value more than one standard deviation
+    below 0 where holding it costs that joint's fit (or `SIGN_SIGMAS` below 0 anywhere):
+    no physical drive has that; efforts that lag the motion (filtered or delayed efforts)
+    or an effect the model lacks look like it."""
+    found: dict = {}
+    for k, name in enumerate(first.names):
+        owner, _, sym = name.rpartition(".")
+        v, sd = float(first.values[k]), float(first.std[k])
+        if sym not in _TERMS or " " in name or not v < -sd or values[k] > 0.1 * abs(v):
+            continue
+        j = joints.index(owner) if owner in joints else None
+        costly = j is not None and rms[j] > fit_tolerance * wls_rms[j]
+        if costly or v < -SIGN_SIGMAS * sd:
+            found.setdefault(owner, []).append(f"{_TERMS[sym]} ({v:.3g} +- {sd:.2g})")
+    out = []
+    for owner, terms in found.items():
+        j = joints.index(owner) if owner in joints else None
+        cost = (f"its in-sample RMS {100 * (rms[j] / wls_rms[j] - 1):.2g} % above WLS's" if j is not None
+                and wls_rms[j] > 0 else f"in-sample RMS above WLS's by up to {_fit_cost(rms, wls_rms, joints)}")
+        out.append(f"joint {owner!r}: the data want a negative {' and '.join(terms)}: no physical drive has that "
+                   "-- efforts that lag the motion (filtered or delayed before they were logged?) or an effect the "
+                   f"model lacks; the physical estimate holds them at 0 ({cost}; --method wls keeps them)")
+    return out
+
+
+def data_against_bounds(bodies: dict, ranges, rms, wls_rms, joints) -> list[str]:
+    """One line per body the data hold against a mass or centre-of-mass bound (the prior
+    pulls toward CAD, inside the bounds: an active bound is the data's doing), with what
+    holding it there costs in fit against WLS."""
+    cost = _fit_cost(rms, wls_rms, joints)
+    out = []
+    for b, d in bodies.items():
+        lo, hi = ranges[b]
+        cad = d["mass_cad"]
+        whys = []
+        for what in d["bounds_active"]:
+            if what == "mass_max":
+                why = (f"the data want more than its mass bound {hi:.3g} kg"
+                       + (f" ({hi / cad:.2g} x its CAD mass {cad:.3g} kg)" if cad > TINY_MASS else ""))
+            elif what == "mass_min":
+                why = (f"the data want less than its mass bound {lo:.3g} kg"
+                       + (f" ({lo / cad:.2g} x its CAD mass {cad:.3g} kg)" if cad > TINY_MASS else ""))
+            elif what.startswith("com") and not any("centre" in w for w in whys):
+                why = "the data want its centre of mass outside its geometry's region"
+            else:
+                continue
+            whys.append(why)
+        if whys:
+            out.append(f"body of joint {b!r}: {' and '.join(whys)}: the data and the URDF disagree; the "
+                       f"physical estimate is held at the bound (in-sample RMS above WLS's by up to {cost}); "
+                       "check the URDF's <inertial> or widen identification.physical")
+    return out
+
