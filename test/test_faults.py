@@ -387,15 +387,19 @@ def test_older_result_is_replaced_as_a_whole(world, tmp_path):
     _no_stage_left(tmp_path)
 
 
-def test_folder_that_is_not_a_result_is_refused_unless_forced(world, tmp_path):
+def test_folder_that_is_not_a_result_is_never_replaced(world, tmp_path):
+    """Issue 31: --force (which overrides the plausibility refusals) used to delete a user's
+    folder that was not a result, unrelated files included; nothing a command did not
+    write is removed, whatever the flags."""
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "config.yaml").write_text("my own notes\n")
-    code, out, err = identify(world, mine)
-    assert code == 2 and "is not a robot_ident result folder" in one_error_line(err) and "--force" in err
-    assert (mine / "config.yaml").read_text() == "my own notes\n"
-    code, out, err = identify(world, mine, "--force")
-    assert code == 0 and (mine / "result.yaml").is_file() and "my own notes" not in (mine / "config.yaml").read_text()
+    for flags in ((), ("--force",)):
+        code, out, err = identify(world, mine, *flags)
+        assert code == 2 and "is not a robot_ident result folder" in one_error_line(err), err
+        assert "choose another folder" in err and "--force" not in one_error_line(err)
+        assert sorted(p.name for p in mine.iterdir()) == ["config.yaml"]
+        assert (mine / "config.yaml").read_text() == "my own notes\n"
 
 
 @pytest.mark.parametrize("fault", ["io-error", "ctrl-c"])

@@ -22,16 +22,16 @@ def units(model: RobotModel) -> list[str]:
     return ["N" if model.is_prismatic(j) else "N·m" for j in model.joint_names]
 
 
-def check_result_folder(out, force: bool = False) -> Path:
+def check_result_folder(out) -> Path:
     """Before any work: `out` can become a result folder (not a file, not below a file,
-    writable, and not someone else's folder unless `force`)."""
-    return check_output_folder(out, RESULT_KIND, force)
+    writable, and not a folder robot_ident did not write as a result)."""
+    return check_output_folder(out, RESULT_KIND)
 
 
 def write_result_folder(out: Path, model: RobotModel, result: IdentificationResult,
                         validation: ValidationReport | None, ident_data: ProcessedData, extra: dict,
                         config_path=None, plots: bool = True,
-                        valid_data: ProcessedData | None = None, force: bool = False) -> Path | None:
+                        valid_data: ProcessedData | None = None) -> Path | None:
     """The result folder of `identify` (and of the identification node): result.yaml,
     identified.urdf (estimators with standard parameters), model.urdf and config.yaml for
     `validate`, plots, and samples.npz (the processed data, decimated, for the report).
@@ -41,7 +41,7 @@ def write_result_folder(out: Path, model: RobotModel, result: IdentificationResu
     identified.urdf's comment. Returns identified.urdf's path."""
     out = Path(out)
     config_text = Path(config_path).read_text(encoding="utf-8") if config_path is not None else None
-    with StagedFolder(out, RESULT_KIND, force=force) as tmp:
+    with StagedFolder(out, RESULT_KIND) as tmp:
         write_result_yaml(tmp, result_to_dict(result, model, validation, extra))
         warn = None
         quality = result.quality

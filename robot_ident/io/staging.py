@@ -8,7 +8,8 @@ and only when every file is written swaps it in:
 - an older folder of the same kind: exchanged in one step (Linux ``renameat2`` with
   ``RENAME_EXCHANGE``; elsewhere two renames), then the old one is deleted, so an
   older result is replaced as a whole, never mixed with the new one;
-- a folder that is not of this kind (a user's own files): refused unless ``force``.
+- a folder that is not of this kind (a user's own files): always refused -- nothing a
+  command did not write is ever deleted, whatever the flags.
 
 Ctrl-C or an error removes the staging folder; after SIGKILL it stays hidden and
 the next run into the same target removes it (its process is gone). The target
@@ -73,20 +74,19 @@ def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path
     return target
 
 
-def check_output_folder(target: str | os.PathLike, kind: str, force: bool = False,
-                        replace: bool = True) -> Path:
+def check_output_folder(target: str | os.PathLike, kind: str, replace: bool = True) -> Path:
     """Check an output folder before any work: a file, a path below a file, a folder
-    without write permission, an existing folder robot_ident did not write as `kind`
-    (unless `force`), or any existing folder when `replace` is false, is an `OutputError`."""
+    without write permission, an existing non-empty folder robot_ident did not write as
+    `kind`, or any existing folder when `replace` is false, is an `OutputError`."""
     target = Path(target)
     if target.exists() or target.is_symlink():
         if not target.is_dir():
             raise OutputError(f"output {target} is a file, not a folder")
         if not replace:
             raise OutputError(f"output {target} exists already; choose a new folder")
-        if not force and any(target.iterdir()) and folder_kind(target) != kind:
-            raise OutputError(f"output folder {target} exists and is not a robot_ident {kind} folder; "
-                              "choose another folder or pass --force to replace it as a whole")
+        if any(target.iterdir()) and folder_kind(target) != kind:
+            raise OutputError(f"output folder {target} exists and is not a robot_ident {kind} folder (robot_ident "
+                              "replaces only a folder it wrote); choose another folder")
         if not os.access(target.parent, os.W_OK | os.X_OK):
             raise OutputError(f"output {target}: no permission to replace it in {target.parent}")
     check_writable_path(target)
@@ -152,10 +152,10 @@ class StagedFolder:
     Writer wants a new folder). Files keep the folder's final name, so a bag's
     ``<name>.db3`` matches its folder."""
 
-    def __init__(self, target: str | os.PathLike, kind: str, force: bool = False, replace: bool = True,
+    def __init__(self, target: str | os.PathLike, kind: str, replace: bool = True,
                  create: bool = True):
-        self.target = check_output_folder(target, kind, force, replace)
-        self.kind, self.force, self.replace, self.create = kind, force, replace, create
+        self.target = check_output_folder(target, kind, replace)
+        self.kind, self.replace, self.create = kind, replace, create
         self._stage: Path | None = None
         self.path: Path | None = None
         self.replaced = False
@@ -179,7 +179,7 @@ class StagedFolder:
             (self.path / MARKER).write_text(self.kind + "\n", encoding="utf-8")
             os.chmod(self.path, default_dir_mode())
         if t.exists() or t.is_symlink():
-            check_output_folder(t, self.kind, self.force, self.replace)   # unchanged since the start?
+            check_output_folder(t, self.kind, self.replace)   # unchanged since the start?
             self.replaced = True
             if not _exchange(self.path, t):
                 old = self._stage / (t.name + ".old")

@@ -71,7 +71,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         raise ConfigError(f"validation recording {same[0]} is also an identification input: its ratios would be "
                           "1.000 by construction; validate on another recording (or a hold-out of this one)")
     if output is not None:
-        check_result_folder(output, force)                   # before any work
+        check_result_folder(output)                   # before any work
     cfg = load_config(config_path)
     section = dict(cfg.section("identification"))
     if method is not None:
@@ -90,7 +90,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     if output is not None:
         with progress.stage("write"):
             write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record, config_path,
-                                plots, valid_data=o.valid_data, force=force)
+                                plots, valid_data=o.valid_data)
     return IdentifyOutcome(model, o.result, o.validation, None if output is None else Path(output), o.summary,
                            o.warnings, o.settings, o.valid_data, o.record["source"]["filter_cutoff_note"])
 

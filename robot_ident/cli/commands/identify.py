@@ -37,8 +37,8 @@ def add_parser(sub):
                    help="low-pass cutoff; default: identification.filter.cutoff_hz of the config, else "
                         "chosen from the data (cross-validated) and reported")
     p.add_argument("--force", action="store_true",
-                   help="identify even when the plausibility checks refuse the input, and replace an output "
-                        "folder that is not a robot_ident result")
+                   help="identify even when the plausibility checks refuse the input (an output folder "
+                        "robot_ident did not write is never replaced)")
     p.add_argument("--payload", action="store_true",
                    help="identify a payload on the config's payload.frame with the arm known (--result or --urdf)")
     p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
