@@ -402,9 +402,12 @@ def test_folder_that_is_not_a_result_is_never_replaced(world, tmp_path):
         assert (mine / "config.yaml").read_text() == "my own notes\n"
 
 
-@pytest.mark.parametrize("fault", ["io-error", "ctrl-c"])
+@pytest.mark.parametrize("fault", ["io-error", "ctrl-c", "sigterm"])
 def test_interrupted_write_leaves_the_old_result_untouched(world, monkeypatch, tmp_path, fault):
+    """An error, Ctrl-C or SIGTERM (issue 31: it used to end the process like SIGKILL, staging
+    left, no message) while the result is written: the old result as it was, no staging."""
     import shutil
+    import signal
 
     import robot_ident.io.result_folder as rf
     res = tmp_path / "res"
@@ -416,15 +419,43 @@ def test_interrupted_write_leaves_the_old_result_untouched(world, monkeypatch, t
     def failing(path, text):
         calls["n"] += 1
         if calls["n"] == 2:           # after result.yaml and identified.urdf's siblings started
-            raise OSError(28, "No space left on device", str(path)) if fault == "io-error" else KeyboardInterrupt()
+            if fault == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                raise OSError(28, "No space left on device", str(path)) if fault == "io-error" else KeyboardInterrupt()
         return orig(path, text)
     monkeypatch.setattr(rf, "atomic_write_text", failing)
     code, out, err = identify(world, res)
-    assert code == (2 if fault == "io-error" else 130)
+    assert code == {"io-error": 2, "ctrl-c": 130, "sigterm": 143}[fault]
     if fault == "io-error":
         assert "No space left on device" in one_error_line(err)
+    if fault == "sigterm":
+        assert "terminated (SIGTERM)" in err
     assert {p.name: p.read_bytes() for p in res.iterdir()} == before
     _no_stage_left(tmp_path)
+
+
+def test_a_second_writer_of_the_same_folder_fails_at_its_start(world, tmp_path):
+    """Issue 31: two identify runs into one folder -- the last writer won and the first exited 0
+    describing a folder that was no longer its own. The first holds the folder's lock from its
+    check to its swap; the second fails at once naming it; once the first is gone, it runs."""
+    import subprocess
+    import sys
+    res = tmp_path / "res"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from robot_ident.io.staging import "
+                               "check_output_folder; check_output_folder(sys.argv[1], 'result'); print('held', "
+                               "flush=True); time.sleep(60)", str(res)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, out, err = identify(world, res)
+        assert code == 2 and f"is being written by another robot-ident run (process {holder.pid})" in \
+            one_error_line(err), err
+        assert not res.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    code, out, err = identify(world, res)
+    assert code == 0 and (res / "result.yaml").is_file(), err
 
 
 def test_stage_left_by_a_killed_run_is_removed_by_the_next(world, tmp_path):

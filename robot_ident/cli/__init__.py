@@ -65,6 +65,14 @@ def _check_input_paths(args) -> None:
                 raise ConfigError(f"--{attr.replace('_', '-')}: {p} not found")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so it unwinds as on Ctrl-C (staging removed)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
@@ -72,12 +80,18 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.verbose = verbose
+    import signal
+    import threading
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)   # as SIGINT: unwind, clean up, say so
     try:
         _check_input_paths(args)
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print(f"robot-ident {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"robot-ident {args.command}: {what}; nothing half-written is left", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:   # every failure: one line and exit 2 (details with --verbose)
         if verbose:
             traceback.print_exc()
@@ -85,6 +99,9 @@ def main(argv=None) -> int:
         else:
             print(f"robot-ident {args.command}: error: {one_line(describe(exc))}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

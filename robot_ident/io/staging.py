@@ -11,15 +11,22 @@ and only when every file is written swaps it in:
 - a folder that is not of this kind (a user's own files): always refused -- nothing a
   command did not write is ever deleted, whatever the flags.
 
-Ctrl-C or an error removes the staging folder; after SIGKILL it stays hidden and
-the next run into the same target removes it (its process is gone). The target
-is checked before any work starts (`check_output_folder`): a file, a path below a
-file, or a folder without write permission is a one-line `OutputError`.
+Ctrl-C, SIGTERM (the command line turns it into the same unwinding) or an error removes
+the staging folder; after SIGKILL it stays hidden and the next run into the same target
+removes it (its process is gone). The target is checked before any work starts
+(`check_output_folder`): a file, a path below a file, or a folder without write
+permission is a one-line `OutputError`. The check also takes the target's lock (an
+exclusive `flock` on a file under the temporary directory, keyed by the target's absolute
+path), held until the folder is swapped in or the process ends: a second run writing the
+same target fails at its start naming the first one's process, instead of one silently
+replacing the other's result.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
@@ -74,6 +81,39 @@ def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path
     return target
 
 
+_HELD: dict[str, int] = {}       # absolute target -> the lock file's descriptor held by this process
+
+
+def _lock_path(key: str) -> Path:
+    folder = Path(tempfile.gettempdir()) / f"robot_ident-locks-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder / (hashlib.sha1(key.encode()).hexdigest() + ".lock")
+
+
+def lock_output(target: Path) -> None:
+    """Hold `target`'s writer lock for this process (again: nothing to do)."""
+    key = os.path.abspath(target)
+    if key in _HELD:
+        return
+    fd = os.open(_lock_path(key), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise OutputError(f"output {target} is being written by another robot-ident run (process {holder}); "
+                          "wait for it to finish or choose another folder") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _HELD[key] = fd
+
+
+def release_output(target: Path) -> None:
+    fd = _HELD.pop(os.path.abspath(target), None)
+    if fd is not None:
+        os.close(fd)          # closing releases the flock
+
+
 def check_output_folder(target: str | os.PathLike, kind: str, replace: bool = True) -> Path:
     """Check an output folder before any work: a file, a path below a file, a folder
     without write permission, an existing non-empty folder robot_ident did not write as
@@ -90,6 +130,7 @@ def check_output_folder(target: str | os.PathLike, kind: str, replace: bool = Tr
         if not os.access(target.parent, os.W_OK | os.X_OK):
             raise OutputError(f"output {target}: no permission to replace it in {target.parent}")
     check_writable_path(target)
+    lock_output(target)
     return target
 
 
@@ -192,9 +233,12 @@ class StagedFolder:
         return t
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.commit()
-        elif self._stage is not None:
-            shutil.rmtree(self._stage, ignore_errors=True)
-            self._stage = None
+        try:
+            if exc_type is None:
+                self.commit()
+            elif self._stage is not None:
+                shutil.rmtree(self._stage, ignore_errors=True)
+                self._stage = None
+        finally:
+            release_output(self.target)
         return False
