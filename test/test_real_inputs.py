@@ -354,3 +354,31 @@ def test_node_and_command_line_choose_the_same_cutoff(tmp_path, demo_urdf):
     assert "chosen from the data" in node.sync_summary and "chosen from the data" in cli.summary
     assert f"filter cutoff {cli.settings.filter.cutoff_hz:g} Hz chosen" in node.sync_summary
     np.testing.assert_allclose(node.result.values, cli.result.values, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale, unit", [(1e9, "nanoseconds"), (1e6, "microseconds"), (1e3, "milliseconds")])
+def test_a_time_column_in_other_units_than_seconds_is_named(tmp_path, arm3, scale, unit):
+    """Issue 31: a nanosecond epoch time column overflowed int64 and was called 'all stamps
+    equal'; a time column in ns, us or ms since the epoch is named as such."""
+    rec = synthetic(arm3, duration=2.0, seed=1)
+    p = tmp_path / "t.npz"
+    np.savez(p, time=1.7e9 * scale + rec.t * scale, joint_names=np.array(JOINTS3), position=rec.q,
+             effort=rec.effort)
+    with pytest.raises(SignalError, match=f"seconds are expected, these look like {unit}"):
+        read_table(p, list(JOINTS3))
+
+
+def test_a_cutoff_far_below_the_motion_is_named_as_the_cause(tmp_path, demo_urdf, arm3):
+    """Issue 31: --cutoff 0.1 was called a flipped direction or a joint that does not move;
+    the error names the cutoff, what it does and the way out."""
+    from robot_ident.errors import IdentificationError
+    from robot_ident.offline.inputs import identify_inputs
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": {
+        "joints": list(JOINTS3), "current_source": "effort", "identification": {"method": "wls"}}}}))
+    a = write_table(tmp_path / "a.npz", synthetic(arm3, duration=12.0, seed=11))
+    with pytest.raises(IdentificationError) as e:
+        identify_inputs([a], demo_urdf, cfg, None, cutoff_hz=0.1, plots=False, warn=lambda _line: None)
+    text = str(e.value)
+    assert "the filter cutoff 0.1 Hz is far below the motion's frequencies" in text and "raise the cutoff" in text
+    assert "is it moving at all" not in text

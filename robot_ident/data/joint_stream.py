@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import SignalError
 
 NS_PER_S = 1_000_000_000
+MAX_SECONDS = 9.2e9      # float seconds beyond this overflow int64 nanoseconds (and are no clock's seconds)
 
 
 # ---------------------------------------------------------------------------- input
@@ -42,6 +43,11 @@ class JointStream:
         if s.dtype.kind == "f":
             if not np.isfinite(s).all():
                 raise SignalError(f"topic {self.topic!r}: {int((~np.isfinite(s)).sum())} {label} are not finite")
+            big = float(np.max(np.abs(s))) if s.size else 0.0
+            if big > MAX_SECONDS:        # int64 nanoseconds end in 2262
+                unit = "nanoseconds" if big > 1e17 else "microseconds" if big > 1e14 else "milliseconds"
+                raise SignalError(f"topic {self.topic!r}: {label} up to {big:.4g} s -- seconds are expected, these "
+                                  f"look like {unit}: convert the time column to seconds")
             return np.round(s * NS_PER_S).astype(np.int64)
         return s.astype(np.int64)
 

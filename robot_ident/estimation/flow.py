@@ -30,6 +30,7 @@ COMPRESSED_METHODS = ("ols", "wls", "physical")
 # Regressor rows the row-based estimators may hold: the standard and base regressors of
 # 400 k rows of a 6-joint arm (84 + ~50 columns) take about 430 MB.
 MAX_ROWS_IN_MEMORY = 400_000
+LONG_GUARD_S = 0.5       # a reversal guard this long (cutoff <= 2 Hz) can mask a joint's every sample
 
 
 @dataclass
@@ -229,11 +230,24 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
 def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progress=None):
     """(result, plot samples) of the row runs: the compressed problem for ols, wls and
     physical, the rows in memory for the others."""
+    thr, guard = settings.moving_threshold, settings.guard_s
+    n_samples = run_rows(runs)
+    try:
+        return _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_samples)
+    except IdentificationError as exc:
+        if "friction dead band" not in str(exc) or guard < LONG_GUARD_S:
+            raise
+        raise IdentificationError(
+            f"{str(exc).replace(' (is it moving at all?)', '')}: the filter cutoff {settings.filter.cutoff_hz:g} Hz "
+            "is far below the motion's frequencies -- "
+            f"the low-pass removes the motion itself and its reversal guard (1 / cutoff = {guard:g} s) masks "
+            "nearly every sample; raise the cutoff (5-30 Hz is typical; none set: chosen from the data)") from None
+
+
+def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_samples):
     from .pipeline import finish_result, identify, run_estimator
     from .store_hac import StoreRowSource
 
-    thr, guard = settings.moving_threshold, settings.guard_s
-    n_samples = run_rows(runs)
     if settings.method not in COMPRESSED_METHODS:
         if n_samples * model.n > MAX_ROWS_IN_MEMORY:
             raise IdentificationError(
