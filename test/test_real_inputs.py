@@ -382,3 +382,52 @@ def test_a_cutoff_far_below_the_motion_is_named_as_the_cause(tmp_path, demo_urdf
     text = str(e.value)
     assert "the filter cutoff 0.1 Hz is far below the motion's frequencies" in text and "raise the cutoff" in text
     assert "is it moving at all" not in text
+
+
+def test_a_continuous_joint_published_modulo_2pi_is_unwrapped(tmp_path, demo_urdf):
+    """Issue 31: a continuous joint's positions published in [-pi, pi) (as many drivers do)
+    were interpolated through each wrap, filtered and differentiated into huge velocities.
+    They are unwrapped on reading: the same parameters as from the continuous angles, and the
+    summary says how many wraps it undid."""
+    from robot_ident.offline.inputs import identify_inputs
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(demo_urdf.read_text().replace('<joint name="shoulder_pan" type="revolute">',
+                                                  '<joint name="shoulder_pan" type="continuous">'))
+    model = RobotModel(str(urdf), JOINTS3)
+    assert model.continuous_joints == ("shoulder_pan",)
+    t = np.arange(6000) / 500.0
+    q, qd, qdd = sines(t, 3, seed=4)
+    q[:, 0] = 6.0 * np.sin(2 * np.pi * 0.25 * t)          # +-6 rad: several wraps
+    qd[:, 0] = 6.0 * 2 * np.pi * 0.25 * np.cos(2 * np.pi * 0.25 * t)
+    qdd[:, 0] = -6.0 * (2 * np.pi * 0.25) ** 2 * np.sin(2 * np.pi * 0.25 * t)
+    tau = model.efforts(q, qd, qdd) + np.random.default_rng(5).normal(0, 0.05, q.shape)
+    wrapped = q.copy()
+    wrapped[:, 0] = (q[:, 0] + np.pi) % (2 * np.pi) - np.pi
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": {
+        "joints": list(JOINTS3), "current_source": "effort",
+        "identification": {"method": "wls", "filter": {"cutoff_hz": 10.0}}}}}))
+    out = {}
+    for name, qq in (("continuous", q), ("wrapped", wrapped)):
+        table = write_table(tmp_path / f"{name}.npz", Recording(t, JOINTS3, qq, tau))
+        out[name] = identify_inputs([table], urdf, cfg, None, plots=False, warn=lambda _line: None)
+    np.testing.assert_allclose(out["wrapped"].result.values, out["continuous"].result.values, rtol=1e-8, atol=1e-10)
+    # +-6 rad at 0.25 Hz for 12 s: each sweep passes -pi and pi
+    assert "continuous joint(s) shoulder_pan unwrapped (12 jump(s) of 2 pi" in out["wrapped"].summary
+    assert "unwrapped" not in out["continuous"].summary
+
+
+def test_angle_unwrap_is_continuous_across_chunks():
+    """The bag path unwraps batch after batch: the result equals the continuous angle up to
+    one constant multiple of 2 pi, whatever the chunking; other joints are left alone."""
+    from robot_ident.data.joint_stream import AngleUnwrap, JointStream
+    t = np.arange(2000) * 0.001
+    truth = 8 * np.sin(2 * np.pi * 0.5 * t)
+    wrapped = (truth + np.pi) % (2 * np.pi) - np.pi
+    s = JointStream("js", t, ("a", "b"), {"position": np.column_stack([wrapped, wrapped])})
+    u = AngleUnwrap(["a"])
+    q = np.concatenate([u(s.select(np.arange(a, min(a + 333, 2000)))).fields["position"]
+                        for a in range(0, 2000, 333)])
+    k = np.round((q[:, 0] - truth) / (2 * np.pi))
+    assert np.all(k == k[0]) and np.max(np.abs(q[:, 0] - truth - 2 * np.pi * k[0])) < 1e-12
+    assert u.wraps == 4 and np.array_equal(q[:, 1], wrapped)

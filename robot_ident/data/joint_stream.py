@@ -166,3 +166,52 @@ class JointStream:
             block = np.asarray([values[i] for i in rows], dtype=float)
             out[np.ix_(np.asarray(rows, dtype=np.intp), have)] = block[:, [cols[k] for k in have]]
         return out
+
+
+class AngleUnwrap:
+    """Positions of continuous joints made continuous across messages, chunk after chunk:
+    drivers often publish them modulo 2 pi (a wrap is a jump of about 2 pi between two
+    messages), which the synchronisation would interpolate through, the filter ring on and
+    the differentiation read as a huge velocity. A jump larger than pi between a joint's
+    consecutive values (arrival order) is taken as a wrap. Messages that list their joints
+    each in their own order are unwrapped message by message."""
+
+    def __init__(self, joints: Sequence[str], field_name: str = "position"):
+        self.joints, self.field = tuple(joints), field_name
+        self.last: dict[str, tuple[float, float]] = {}     # joint -> (last raw, last unwrapped)
+        self.wraps = 0
+
+    def __call__(self, s: JointStream | None) -> JointStream | None:
+        if s is None or not self.joints or self.field not in s.fields or len(s) == 0:
+            return s
+        values = s.fields[self.field]
+        if s._shared and isinstance(values, np.ndarray) and values.ndim == 2:
+            values = values.astype(float, copy=True)
+            for j in self.joints:
+                if j in s.names:
+                    k = s.names.index(j)
+                    values[:, k] = self._column(j, values[:, k])
+        else:
+            values = [np.asarray(v, float).copy() for v in values]
+            for i, names in enumerate(s.names):
+                for k, j in enumerate(names):
+                    if j in self.joints and k < values[i].size:
+                        values[i][k] = self._column(j, values[i][k:k + 1])[0]
+        fields = dict(s.fields, **{self.field: values})
+        return JointStream(s.topic, s.stamps, s.names, fields, s.received)
+
+    def _column(self, joint: str, x: np.ndarray) -> np.ndarray:
+        ok = np.isfinite(x)
+        if not ok.any():
+            return x
+        raw = x[ok]
+        prev = self.last.get(joint)
+        seq = raw if prev is None else np.concatenate([[prev[0]], raw])
+        un = np.unwrap(seq)
+        self.wraps += int(np.count_nonzero(np.abs(np.diff(seq)) > np.pi))
+        if prev is not None:
+            un = un[1:] + (prev[1] - un[0])
+        out = x.copy()
+        out[ok] = un
+        self.last[joint] = (float(raw[-1]), float(un[-1]))
+        return out

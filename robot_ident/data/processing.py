@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from ..errors import SignalError
 from .bag_stream import DEFAULT_BATCH, bag_chunks
-from .joint_stream import JointStream
+from .joint_stream import AngleUnwrap, JointStream
 from .signals import FilterOptions
 from .stream_filter import ProcessedStore, SegmentFilter
 from .stream_sync import CHUNK_S, ChunkedSync, NeedsWholeRecording
@@ -125,13 +125,15 @@ def input_label(source) -> str:
 def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[FilterOptions]], *,
                   into: Processed | None = None, joints=None, observer=None, progress=None,
                   batch: int = DEFAULT_BATCH, chunk_s: float = CHUNK_S, store_dir=None,
-                  sync_options: SyncOptions | None = None) -> Processed:
+                  sync_options: SyncOptions | None = None, unwrap: Sequence[str] = ()) -> Processed:
     """Read, synchronise, convert and process one input (a bag or table path, or a
     `StreamsInput`) with the topics, actuators and sync options of an
     `io.config.IdentConfig` into `into`'s stores (new ones when None: one per
     `FilterOptions` of ``filters_for_rate(rate)``, called with the first input's
     synchronised rate). The samples' joints are in the order of `joints` (default the
-    config's), matched by name. Raises `SignalError` when nothing usable remains."""
+    config's), matched by name. The positions of the `unwrap` joints (continuous joints)
+    are made continuous before anything else (`joint_stream.AngleUnwrap`; a note counts
+    the wraps). Raises `SignalError` when nothing usable remains."""
     joints = tuple(cfg.joints) if joints is None else tuple(joints)
     if sorted(joints) != sorted(cfg.joints):
         raise SignalError(f"joints {', '.join(joints)} are not the config's ({', '.join(cfg.joints)})")
@@ -139,28 +141,28 @@ def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[Filt
     label = input_label(source)
     opts = sync_options or cfg.sync
     if isinstance(source, StreamsInput):
-        return _run(out, label, _WholeFeed(source.states, source.efforts, joints, opts, cfg.effort_field, label),
-                    cfg, filters_for_rate, observer, store_dir, "in memory")
+        return _run(out, label, _WholeFeed(source.states, source.efforts, joints, opts, cfg.effort_field, label,
+                                           unwrap), cfg, filters_for_rate, observer, store_dir, "in memory")
     path = Path(source)
     if path.suffix.lower() in TABLE_SUFFIXES:
         from .table import read_table_streams
         field_ = "effort" if cfg.current_source == "effort" else "current"
         states, values = read_table_streams(path, joints, field_)
-        return _run(out, label, _WholeFeed(states, values, joints, opts, field_, f"table {path}"), cfg,
+        return _run(out, label, _WholeFeed(states, values, joints, opts, field_, f"table {path}", unwrap), cfg,
                     filters_for_rate, observer, store_dir, "a table")
     if not path.exists():
         raise SignalError(f"bag not found: {path}")
     topics = _topics(cfg)
     try:
-        return _run(out, label, _ChunkedFeed(path, topics, cfg, joints, opts, batch, chunk_s, progress), cfg,
-                    filters_for_rate, observer, store_dir, "")
+        return _run(out, label, _ChunkedFeed(path, topics, cfg, joints, opts, batch, chunk_s, progress, unwrap),
+                    cfg, filters_for_rate, observer, store_dir, "")
     except NeedsWholeRecording as exc:        # what the chunked read stored was taken back
         if observer is not None:
             observer.restart()
         from .bag import read_streams
         streams = read_streams(path, topics)
         return _run(out, label, _WholeFeed(streams[cfg.joint_states_topic], streams[cfg.current_topic], joints,
-                                           opts, cfg.effort_field, str(path)),
+                                           opts, cfg.effort_field, str(path), unwrap),
                     cfg, filters_for_rate, observer, store_dir, f"read at once: {exc}")
 
 
@@ -181,9 +183,10 @@ class _ChunkedFeed:
 
     kept_by_sync = False         # the pipeline drops the segments too short to keep
 
-    def __init__(self, path, topics, cfg, joints, opts, batch, chunk_s, progress):
+    def __init__(self, path, topics, cfg, joints, opts, batch, chunk_s, progress, unwrap=()):
         self.sync = ChunkedSync(joints, opts, effort_field=cfg.effort_field, chunk_s=chunk_s,
                                 meta={"bag": str(path)})
+        self.unwrap = AngleUnwrap(unwrap)
         self.args = path, topics, batch, progress
         self.states_topic, self.effort_topic = cfg.joint_states_topic, cfg.current_topic
         self.messages = 0
@@ -197,9 +200,10 @@ class _ChunkedFeed:
         js, cur = self.states_topic, self.effort_topic
         for chunk in bag_chunks(*self.args):
             self.messages += sum(len(s) for s in chunk.values())
-            states = chunk.get(js)
+            states = self.unwrap(chunk.get(js))
             yield self.sync.feed(states, states if cur == js else chunk.get(cur))
         yield self.sync.finish()
+        _note_wraps(self.sync.report, self.unwrap)
 
 
 class _WholeFeed:
@@ -207,9 +211,14 @@ class _WholeFeed:
 
     kept_by_sync = True          # `synchronise` dropped the short segments already
 
-    def __init__(self, states, efforts, joints, opts, effort_field, where):
+    def __init__(self, states, efforts, joints, opts, effort_field, where, unwrap=()):
+        same = efforts is states
+        unwrapper = AngleUnwrap(unwrap)
+        states = unwrapper(states)
+        efforts = states if same else efforts
         res = synchronise(states, efforts, list(joints), options=opts, effort_field=effort_field,
                           meta={"source": where})
+        _note_wraps(res.report, unwrapper)
         self.segments, self.report, self.rate = res.segments, res.report, res.report.rate_hz
         self.options = opts or SyncOptions()
         self.messages = len(states) + (0 if efforts is states else len(efforts))
@@ -219,6 +228,12 @@ class _WholeFeed:
         for k, seg in enumerate(self.segments):
             self.ended.append(k)
             yield [(k, seg)]
+
+
+def _note_wraps(report, unwrapper: AngleUnwrap) -> None:
+    if unwrapper.wraps and report is not None:
+        report.notes.append(f"positions of the continuous joint(s) {', '.join(unwrapper.joints)} unwrapped "
+                            f"({unwrapper.wraps} jump(s) of 2 pi: published modulo 2 pi)")
 
 
 def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, store_dir, whole: str) -> Processed:

@@ -83,7 +83,7 @@ def read_checked(sources, cfg, model, settings, progress, filters_for_rate=None,
             for src in sources:
                 processed = process_input(src, cfg, rule, into=processed, joints=model.joint_names,
                                           observer=checks.observer(input_label(src)),
-                                          progress=progress.counter("msg"))
+                                          progress=progress.counter("msg"), unwrap=_continuous(model))
         except BaseException:
             if processed is not None:
                 processed.close()
@@ -188,7 +188,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                     vprocessed = None
                     for src in validate_sources:
                         vprocessed = process_input(src, cfg, lambda _r: [settings.filter], into=vprocessed,
-                                                   joints=model.joint_names, progress=progress.counter("msg"))
+                                                   joints=model.joint_names, progress=progress.counter("msg"),
+                                                   unwrap=_continuous(model))
                 other = _other_recordings(model, result, vprocessed)
                 valid_runs += [(vprocessed.store, a, b) for a, b in vprocessed.segment_rows()]
             if valid_runs:
@@ -268,6 +269,11 @@ def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_
                   np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows), float(np.sqrt(np.sum(problem.y ** 2) / n_rows)),
                   problem.n_rows, n_samples)
     return result, plot_data
+
+
+def _continuous(model) -> tuple:
+    """The joints whose positions are unwrapped on reading (closed chains and others: none)."""
+    return tuple(getattr(model, "continuous_joints", ()))
 
 
 def _segment_times(processed: Processed) -> list[np.ndarray]:

@@ -286,6 +286,11 @@ class RobotModel:
                 theta[self.layout.index(f"{j}.{s}")] = values[s]
         return theta
 
+    @property
+    def continuous_joints(self) -> tuple[str, ...]:
+        """The identified joints without position limits (URDF ``continuous``)."""
+        return tuple(j for j, u in zip(self.joint_names, self._is_unbounded) if u)
+
     # ------------------------------------------------------------- kinematics
     def to_pinocchio_q(self, q: np.ndarray) -> np.ndarray:
         """Joint positions in identified order (angles for continuous joints) -> Pinocchio q."""
