@@ -608,3 +608,24 @@ def test_a_log_filtered_before_it_was_saved_is_recognised(model):
     found = [f for f in segment_checks(model, [Recording(t, model.joint_names, q, smooth, qd=qd / 1.3)],
                                        "wls").findings() if "smooth at the sample level" in f.text]
     assert len(found) == 1 and found[0].severity == "note" and found[0].subject == "recording"
+
+
+def test_a_still_joints_encoder_flicker_is_no_spike(model):
+    """Issue 31: a joint at rest whose encoder flickers by one count (the MAD of its deviations
+    is 0) was refused for '49 position spikes ... 8.6e14 sigma'; a spike must exceed three of
+    the channel's counts (its smallest step). A real glitch on the same joint is still found."""
+    rng = np.random.default_rng(0)
+    n = 6000
+    t = np.arange(n) / 500.0
+    q = np.tile(np.array([0.1, -0.8, 1.2, 0.0, 0.5, 0.0]), (n, 1))
+    q[:, 0] += 0.5 * np.sin(2 * np.pi * 0.3 * t)
+    tick = (rng.random(n) < 0.01) * rng.choice([-1.0, 1.0], n) * 1e-4     # one count of 1e-4 rad
+    q[:, 2] += tick
+    effort = np.tile(np.array([1.0, 20.0, 8.0, 1.0, 0.5, 0.1]), (n, 1)) + rng.normal(0, 0.05, (n, 6))
+    rec = Recording(t, model.joint_names, q, effort)
+    found = segment_checks(model, [rec]).findings()
+    assert not [f for f in found if "spike" in f.text], [f.line() for f in found]
+    q2 = q.copy()
+    q2[3000, 2] += 0.05                                      # 500 counts: a glitch
+    found = segment_checks(model, [Recording(t, model.joint_names, q2, effort)]).findings()
+    assert [f for f in found if "position spike" in f.text and "'elbow'" in f.subject], [f.line() for f in found]

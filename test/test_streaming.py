@@ -518,3 +518,28 @@ def test_progress_bar_rate_and_eta():
     with p.stage("read bag"):
         p.counter("msg")(10, 10)
     assert "%" not in log.getvalue() and "msg/s)" in log.getvalue()
+
+
+def test_a_segment_ends_before_the_next_ones_rows_in_one_batch(tmp_path):
+    """A batch that carries the end of one segment and more than a filter window of the next
+    (2 kHz, a gap at 5 s, the default batch): the first segment's tail is stored before the
+    second's rows, so each stored segment is one stretch in time order, as read at once
+    (before: 2649 / 5191 rows with time going back at row 2648 instead of 920 / 6920)."""
+    from robot_ident.data.bag import read_recordings_from_config, write_bag_from_config
+    from robot_ident.data.processing import process_input, segments_in_memory
+    from robot_ident.data.signals import process
+    from robot_ident.io.config import load_config
+    cfg = load_config(CONFIG)
+    rec = synthetic_recording(duration=40.0, gap_at=5.0, rate=2000.0)
+    write_bag_from_config(tmp_path / "b", rec, cfg, storage="mcap", current_noise_std=0.01)
+    f, rule = filter_rule(cfg)
+    p = process_input(tmp_path / "b", cfg, rule)
+    try:
+        ref = [process(s.reorder(cfg.joints), f) for s in read_recordings_from_config(tmp_path / "b", cfg).segments]
+        got = segments_in_memory(p)
+        assert [g.n_samples for g in got] == [r.n_samples for r in ref] == [920, 6920]
+        assert np.all(np.diff(p.store.times(0, p.n_samples)) > 0)
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g.t, r.t)
+    finally:
+        p.close()

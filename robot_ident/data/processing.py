@@ -279,6 +279,9 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
 
     def take(pieces) -> None:
         for seg, piece in pieces:
+            for done in [e for e in feed.ended if e < seg]:     # a segment ends before the next one's rows
+                finish(done)
+                feed.ended.remove(done)
             rec = acts.apply(piece.reorder(out.joints))
             if observer is not None:
                 observer.piece(seg, rec)

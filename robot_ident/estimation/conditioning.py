@@ -67,6 +67,8 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
                              "excitation.collision.package_dirs")
     if disagreements:          # the physical estimate: bodies the data push against a plausibility bound
         out["data_against_bounds"] = disagreements
+    if result.extra.get("data_against_notes"):      # ... and constraints that bite at a small cost
+        out["data_against_notes"] = list(result.extra["data_against_notes"])
     return out
 
 
@@ -83,6 +85,7 @@ def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
                      + (f"; this motion does not tell apart {weak['text']}" if weak else "")
                      + "; identified.urdf is NOT a good model -- use a richer excitation (robot-ident design)")
     lines += [f"warning: {text}" for text in quality.get("data_against_bounds", ())]
+    lines += [f"note: {text}" for text in quality.get("data_against_notes", ())]
     return lines
 
 

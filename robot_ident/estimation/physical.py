@@ -371,7 +371,8 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     r = problem.y - problem.W @ values
     rms, sig = _per_joint(problem, r)
     against = data_against_bounds(bodies, ranges, rms, wls_rms, problem.joint_names)
-    against += data_against_signs(first, values, rms, wls_rms, problem.joint_names, FIT_TOLERANCE)
+    signs, sign_notes = data_against_signs(first, values, rms, wls_rms, problem.joint_names, FIT_TOLERANCE)
+    against += signs
     res = IdentificationResult(method="physical", base=problem.base, values=values,
                                std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
                                condition_number=first.condition_number, n_samples=problem.n_samples,
@@ -389,6 +390,8 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
         res.extra["bounds_active_global"] = ", ".join(active_global)
     if against:
         res.extra["data_against_bounds"] = against
+    if sign_notes:
+        res.extra["data_against_notes"] = sign_notes
     if geo_note:
         res.extra["com_region_note"] = geo_note
     return res

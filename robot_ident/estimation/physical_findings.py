@@ -11,6 +11,7 @@ from .body_bounds import TINY_MASS
 
 _TERMS = {"Ia": "armature", "Fc": "Coulomb friction", "Fv": "viscous friction"}
 SIGN_SIGMAS = 3.0    # a negative term this many standard deviations below 0 is the data's, not noise
+SIGN_WARN_RATIO = 1.2   # holding it at 0 costs the joint more than this x WLS's in-sample RMS: a warning
 
 
 def _fit_cost(rms, wls_rms, joints) -> str:
@@ -19,12 +20,13 @@ def _fit_cost(rms, wls_rms, joints) -> str:
         if wls_rms[worst] > 0 else "unknown"
 
 
-def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float) -> list[str]:
+def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float) -> tuple[list[str], list[str]]:
     """One line per joint (or motor) whose armature or friction the data want negative and
     the physical estimate holds at about 0 -- WLS's value more than one standard deviation
     below 0 where holding it costs that joint's fit (or `SIGN_SIGMAS` below 0 anywhere):
     no physical drive has that; efforts that lag the motion (filtered or delayed efforts)
-    or an effect the model lacks look like it."""
+    or an effect the model lacks look like it. (warnings, notes): a warning where holding
+    them costs that joint more than `SIGN_WARN_RATIO` x WLS's in-sample RMS, else a note."""
     found: dict = {}
     for k, name in enumerate(first.names):
         owner, _, sym = name.rpartition(".")
@@ -35,15 +37,17 @@ def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float
         costly = j is not None and rms[j] > fit_tolerance * wls_rms[j]
         if costly or v < -SIGN_SIGMAS * sd:
             found.setdefault(owner, []).append(f"{_TERMS[sym]} ({v:.3g} +- {sd:.2g})")
-    out = []
+    warnings, notes = [], []
     for owner, terms in found.items():
         j = joints.index(owner) if owner in joints else None
+        costly = j is not None and rms[j] > SIGN_WARN_RATIO * wls_rms[j]
         cost = (f"its in-sample RMS {100 * (rms[j] / wls_rms[j] - 1):.2g} % above WLS's" if j is not None
                 and wls_rms[j] > 0 else f"in-sample RMS above WLS's by up to {_fit_cost(rms, wls_rms, joints)}")
-        out.append(f"joint {owner!r}: the data want a negative {' and '.join(terms)}: no physical drive has that "
-                   "-- efforts that lag the motion (filtered or delayed before they were logged?) or an effect the "
-                   f"model lacks; the physical estimate holds them at 0 ({cost}; --method wls keeps them)")
-    return out
+        line = (f"joint {owner!r}: the data want a negative {' and '.join(terms)}: no physical drive has that -- "
+                "efforts that lag the motion (filtered or delayed before they were logged?) or an effect the model "
+                f"lacks; the physical estimate holds them at 0 ({cost}; --method wls keeps them)")
+        (warnings if costly else notes).append(line)
+    return warnings, notes
 
 
 def data_against_bounds(bodies: dict, ranges, rms, wls_rms, joints) -> list[str]:
