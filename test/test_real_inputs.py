@@ -356,7 +356,8 @@ def test_node_and_command_line_choose_the_same_cutoff(tmp_path, demo_urdf):
     np.testing.assert_allclose(node.result.values, cli.result.values, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("scale, unit", [(1e9, "nanoseconds"), (1e6, "microseconds"), (1e3, "milliseconds")])
+@pytest.mark.parametrize("scale, unit", [(1e9, "nanoseconds since 1970"), (1e6, "microseconds since 1970"),
+                                         (1e3, "milliseconds since 1970")])
 def test_a_time_column_in_other_units_than_seconds_is_named(tmp_path, arm3, scale, unit):
     """Issue 31: a nanosecond epoch time column overflowed int64 and was called 'all stamps
     equal'; a time column in ns, us or ms since the epoch is named as such."""

@@ -543,3 +543,15 @@ def test_a_segment_ends_before_the_next_ones_rows_in_one_batch(tmp_path):
             np.testing.assert_array_equal(g.t, r.t)
     finally:
         p.close()
+
+
+def test_hold_out_runs_never_span_two_segments_or_inputs():
+    """Review: with two inputs and a tail hold-out, the identification run crossed the input
+    boundary, so the dead band was judged across it (132 rows near reversals kept that
+    each input alone masks). Runs are cut at every segment boundary."""
+    from robot_ident.estimation.flow import _runs
+    held = np.zeros(7840, bool)
+    held[6272:] = True
+    ident, valid = _runs("store", [(0, 3920), (3920, 7840)], held)
+    assert [(a, b) for _, a, b in ident] == [(0, 3920), (3920, 6272)]
+    assert [(a, b) for _, a, b in valid] == [(6272, 7840)]

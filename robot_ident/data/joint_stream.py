@@ -45,7 +45,9 @@ class JointStream:
                 raise SignalError(f"topic {self.topic!r}: {int((~np.isfinite(s)).sum())} {label} are not finite")
             big = float(np.max(np.abs(s))) if s.size else 0.0
             if big > MAX_SECONDS:        # int64 nanoseconds end in 2262
-                unit = "nanoseconds" if big > 1e17 else "microseconds" if big > 1e14 else "milliseconds"
+                unit = ("nanoseconds since 1970" if 1e17 < big < 1e19 else "microseconds since 1970"
+                        if 1e14 < big < 1e16 else "milliseconds since 1970" if 1e11 < big < 1e13
+                        else "nanoseconds, microseconds or milliseconds")
                 raise SignalError(f"topic {self.topic!r}: {label} up to {big:.4g} s -- seconds are expected, these "
                                   f"look like {unit}: convert the time column to seconds")
             return np.round(s * NS_PER_S).astype(np.int64)

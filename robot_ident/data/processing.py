@@ -349,7 +349,7 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
         if not sync_kept:
             rep.segments, rep.samples = kept["segments"], kept["samples"]
             rep.short_segments, rep.short_segment_samples = dropped["segments"], dropped["samples"]
-        if kept["segments"] == 0:
+        if kept["segments"] == 0 and not skipped:
             raise SignalError(f"{label}: the topics have no common stretch of data without gaps:\n{rep.summary()}")
         if out.n_samples == first_store_rows:
             raise SignalError(f"{label}: no usable segment after synchronisation ({rep.summary()}; "

@@ -42,6 +42,11 @@ class SegmentFilter:
 
     def __init__(self, options: FilterOptions, rate_hz: float, sink: Callable[[ProcessedData], None],
                  min_samples: int = 3, block: int = 20_000):
+        if not options.cutoff_hz < 0.5 * rate_hz:
+            raise SignalError(f"low-pass cutoff {options.cutoff_hz:g} Hz is not below the Nyquist frequency "
+                              f"{0.5 * rate_hz:.6g} Hz of the recording (synchronised at {rate_hz:.6g} Hz); lower "
+                              "the cutoff (--cutoff, identification.filter.cutoff_hz); a cutoff chosen from the data "
+                              "takes its candidates from the first recording: give the slowest one first")
         self.opt = options
         self.rate = rate_hz
         self.sink = sink

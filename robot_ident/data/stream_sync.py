@@ -187,8 +187,8 @@ class ChunkedSync:
             self.report.lag, self.report.lag_corrected = None, False
             self.report.notes.append(
                 f"the lag between the topics is not determined by the first {LAG_PROBE_MAX_S:g} s (the joints "
-                "hardly move: the positions only show their noise); not corrected -- read the recording whole "
-                "(without --stream) to measure it over all of it")
+                "hardly move: the positions only show their noise); not corrected -- record a stretch of motion "
+                "near the start to have it measured")
         self._boundary = min(self._first_ns.values()) - 1
         return True
 

@@ -137,7 +137,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
             top = 0.4 * decimated_rate(rate, s.filter)
             cands[:] = [c for c in CANDIDATES_HZ if c < top]
             opts = [replace(s.filter, cutoff_hz=c) for c in cands]
-            return opts + ([] if s.filter.cutoff_hz in cands else [s.filter])
+            usable = s.filter.cutoff_hz < top          # the default, for when the data cannot decide
+            return opts + ([] if s.filter.cutoff_hz in cands or not usable else [s.filter])
         return rule
 
     with progress.stage("read"):
@@ -155,7 +156,15 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                     choice = cross_validate_cutoff(model, processed.stores[:len(cands)], tuple(cands), settings, base,
                                                    ~held, progress=progress.counter("samples"))
             except SignalError as exc:
-                note = default_cutoff_note(settings, exc)
+                if settings.filter.cutoff_hz in [f.cutoff_hz for f in processed.filters]:
+                    note = default_cutoff_note(settings, exc)
+                elif cands:         # the default is above what this rate carries: the highest candidate
+                    default = settings.filter.cutoff_hz
+                    settings = replace(settings, filter=replace(settings.filter, cutoff_hz=cands[-1]))
+                    note = (f"filter cutoff {cands[-1]:g} Hz (the highest candidate; the default {default:g} Hz is "
+                            f"above 0.4 x the sample rate): it could not be chosen from the data: {exc}")
+                else:
+                    raise SignalError(f"no filter cutoff fits the recording: {exc}") from None
             else:
                 settings = replace(settings, filter=replace(settings.filter, cutoff_hz=choice.cutoff_hz))
                 note, chosen = choice.summary(), True
@@ -169,8 +178,7 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
             warn(line)
         enforce(findings, force)
 
-        ident_runs = [(store, a, b) for a, b in runs_of(~held)]
-        valid_runs = [(store, a, b) for a, b in runs_of(held)]
+        ident_runs, valid_runs = _runs(store, processed.segment_rows(), held)
         thr, guard = settings.moving_threshold, settings.guard_s
         points = PLOT_POINTS if plots else 16
         with progress.stage("identify"):
@@ -236,10 +244,10 @@ def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progre
     try:
         return _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_samples)
     except IdentificationError as exc:
-        if "friction dead band" not in str(exc) or guard < LONG_GUARD_S:
+        if "has no sample" not in str(exc) or settings.reversal_guard_s is not None or guard < LONG_GUARD_S:
             raise
         raise IdentificationError(
-            f"{str(exc).replace(' (is it moving at all?)', '')}: the filter cutoff {settings.filter.cutoff_hz:g} Hz "
+            f"{str(exc).split(' (is it moving')[0]}: the filter cutoff {settings.filter.cutoff_hz:g} Hz "
             "is far below the motion's frequencies -- "
             f"the low-pass removes the motion itself and its reversal guard (1 / cutoff = {guard:g} s) masks "
             "nearly every sample; raise the cutoff (5-30 Hz is typical; none set: chosen from the data)") from None
@@ -269,6 +277,16 @@ def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_
                   np.sqrt(np.sum(problem.W ** 2, axis=0) / n_rows), float(np.sqrt(np.sum(problem.y ** 2) / n_rows)),
                   problem.n_rows, n_samples)
     return result, plot_data
+
+
+def _runs(store, segment_rows, held) -> tuple[list, list]:
+    """(identification runs, held-out runs) of the store: runs of rows within one segment (a
+    run never spans two segments or two inputs, so each run's dead band is its own)."""
+    ident, valid = [], []
+    for a, b in segment_rows:
+        ident += [(store, a + x, a + y) for x, y in runs_of(~held[a:b])]
+        valid += [(store, a + x, a + y) for x, y in runs_of(held[a:b])]
+    return ident, valid
 
 
 def _continuous(model) -> tuple:

@@ -23,6 +23,7 @@ replacing the other's result.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import fcntl
@@ -109,6 +110,7 @@ def lock_output(target: Path) -> None:
 
 
 def release_output(target: Path) -> None:
+    """Give `target`'s lock back (a no-op when this process does not hold it)."""
     fd = _HELD.pop(os.path.abspath(target), None)
     if fd is not None:
         os.close(fd)          # closing releases the flock
@@ -187,6 +189,22 @@ def remove_stale_stages(target: Path) -> list[Path]:
     return removed
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM held back (delivered after the block) in the main thread."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class StagedFolder:
     """``with StagedFolder(target, 'result') as tmp: <write files into tmp>`` -- see the
     module doc. `create=False` leaves the staging path for the writer to create (rosbags'
@@ -224,8 +242,9 @@ class StagedFolder:
             self.replaced = True
             if not _exchange(self.path, t):
                 old = self._stage / (t.name + ".old")
-                os.rename(t, old)
-                os.rename(self.path, t)
+                with _signals_held():         # no target between the two renames, whatever arrives
+                    os.rename(t, old)
+                    os.rename(self.path, t)
         else:
             os.rename(self.path, t)
         shutil.rmtree(self._stage, ignore_errors=True)

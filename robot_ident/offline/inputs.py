@@ -62,6 +62,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     from ..io.config import load_config
     from ..io.model_loading import load_model
     from ..io.result_folder import check_result_folder, write_result_folder
+    from ..io.staging import release_output
 
     progress = progress or Progress(quiet=True)
     if not inputs:
@@ -72,25 +73,29 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                           "1.000 by construction; validate on another recording (or a hold-out of this one)")
     if output is not None:
         check_result_folder(output)                   # before any work
-    cfg = load_config(config_path)
-    section = dict(cfg.section("identification"))
-    if method is not None:
-        section["method"] = method
-    if isinstance(holdout, (int, float)):
-        section["holdout"] = float(holdout)
-        holdout = None
-    section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
-    icfg = identification_config(section)
-    model = load_model(urdf, cfg, icfg)
-    from ..mechanisms.closed_chain.config import closures_source
-    source = {"config": str(config_path), **closures_source(model, cfg, config_path)}
-    o = identify_sources(list(inputs), cfg, icfg, model, holdout=holdout, validate_sources=list(validate_inputs),
-                         progress=progress, auto_cutoff=auto, force=force, warn=warn or _stderr, plots=plots,
-                         source=source)
-    if output is not None:
-        with progress.stage("write"):
-            write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record, config_path,
-                                plots, valid_data=o.valid_data)
+    try:                 # the output's lock (taken by the check) is given back however this ends
+        cfg = load_config(config_path)
+        section = dict(cfg.section("identification"))
+        if method is not None:
+            section["method"] = method
+        if isinstance(holdout, (int, float)):
+            section["holdout"] = float(holdout)
+            holdout = None
+        section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
+        icfg = identification_config(section)
+        model = load_model(urdf, cfg, icfg)
+        from ..mechanisms.closed_chain.config import closures_source
+        source = {"config": str(config_path), **closures_source(model, cfg, config_path)}
+        o = identify_sources(list(inputs), cfg, icfg, model, holdout=holdout, validate_sources=list(validate_inputs),
+                             progress=progress, auto_cutoff=auto, force=force, warn=warn or _stderr, plots=plots,
+                             source=source)
+        if output is not None:
+            with progress.stage("write"):
+                write_result_folder(Path(output), model, o.result, o.validation, o.plot_data, o.record, config_path,
+                                    plots, valid_data=o.valid_data)
+    finally:
+        if output is not None:
+            release_output(output)
     return IdentifyOutcome(model, o.result, o.validation, None if output is None else Path(output), o.summary,
                            o.warnings, o.settings, o.valid_data, o.record["source"]["filter_cutoff_note"])
 
@@ -114,10 +119,13 @@ def arrays_input(model: RobotModel, t, q, effort, qd=None, label: str = "<arrays
 
 
 def identify_arrays(model: RobotModel, t, q, effort, qd=None, *, settings=None, holdout: Holdout | None = None,
-                    validation: tuple | None = None) -> tuple[IdentificationResult, ValidationReport | None]:
+                    validation: tuple | None = None, force: bool = False,
+                    warn=None) -> tuple[IdentificationResult, ValidationReport | None]:
     """The Python API from arrays: time (N,), positions (N, n), joint efforts (N, n) and
     optional velocities, columns in `model.joint_names` order, on a uniform time grid.
-    `validation`: optional ``(t, q, effort[, qd])`` of another recording. See README."""
+    `validation`: optional ``(t, q, effort[, qd])`` of another recording. The input checks
+    run as for `identify`: their ``warning:`` lines go to `warn` (default: none), an
+    implausible input raises `PlausibilityError` unless `force`. See README."""
     from ..estimation.flow import identify_sources
     from ..estimation.pipeline import IdentificationConfig, IdentificationSettings
 
@@ -128,5 +136,5 @@ def identify_arrays(model: RobotModel, t, q, effort, qd=None, *, settings=None, 
         vsrc = [arrays_input(model, vt, vq, ve, vqd[0] if vqd else None, "<validation arrays>")]
     o = identify_sources([arrays_input(model, t, q, effort, qd)], arrays_config(model),
                          IdentificationConfig(settings, model.friction), model, holdout=holdout or Holdout(),
-                         validate_sources=vsrc, plots=False)
+                         validate_sources=vsrc, plots=False, force=force, warn=warn)
     return o.result, o.validation

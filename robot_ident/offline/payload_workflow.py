@@ -19,23 +19,26 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
     payload.yaml, an implausible recording is refused unless `force`."""
     from ..io.config import load_config
     from ..io.payload_folder import PAYLOAD_KIND
-    from ..io.staging import check_output_folder
+    from ..io.staging import check_output_folder, release_output
 
     progress = progress or Progress(quiet=True)
     check_output_folder(output, PAYLOAD_KIND)          # before any work
-    cfg = load_config(config_path)
-    icfg = identification_config(cfg.section("identification"))
-    with progress.stage("arm model"):
-        arm = known_arm(cfg, icfg, result_dir or cfg.section("payload").get("known_arm"), urdf)
-        section = dict(cfg.section("payload"), **({"frame": frame} if frame else {}))
-        PayloadModel(arm.model, payload_config(section, arm.model).frame)     # bad input fails before the bag is read
-    from ..estimation.flow import read_rows_checked
-    with progress.stage("read bag"):
-        # the gains against the CAD model with a tool on the last body fitted alongside: the
-        # payload the URDF lacks is explained there, a wrong torque constant or direction is not
-        parts, summary, warnings, _ = read_rows_checked(bag, cfg, arm.model, icfg.settings, progress,
-                                                        force=force, warn=warn)
-    with progress.stage("identify payload"):
-        return payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
-                                  source={"bag": str(bag), "config": str(config_path)},
-                                  input_checks={"warnings": warnings, "forced": bool(force)})
+    try:                 # the output's lock (taken by the check) is given back however this ends
+        cfg = load_config(config_path)
+        icfg = identification_config(cfg.section("identification"))
+        with progress.stage("arm model"):
+            arm = known_arm(cfg, icfg, result_dir or cfg.section("payload").get("known_arm"), urdf)
+            section = dict(cfg.section("payload"), **({"frame": frame} if frame else {}))
+            PayloadModel(arm.model, payload_config(section, arm.model).frame)   # bad input fails before reading
+        from ..estimation.flow import read_rows_checked
+        with progress.stage("read bag"):
+            # the gains against the CAD model with a tool on the last body fitted alongside: the
+            # payload the URDF lacks is explained there, a wrong torque constant or direction is not
+            parts, summary, warnings, _ = read_rows_checked(bag, cfg, arm.model, icfg.settings, progress,
+                                                            force=force, warn=warn)
+        with progress.stage("identify payload"):
+            return payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
+                                      source={"bag": str(bag), "config": str(config_path)},
+                                      input_checks={"warnings": warnings, "forced": bool(force)})
+    finally:
+        release_output(output)
