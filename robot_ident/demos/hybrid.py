@@ -138,7 +138,7 @@ def random_chain(model, segments: int, duration: float, start, bounds: Bounds, s
 # ----------------------------------------------------------------------------- setup
 @dataclass(frozen=True)
 class HybridDemoSetup:
-    """Everything the hybrid demo varies; defaults are the figures quoted in README.md."""
+    """Everything the hybrid demo varies; defaults are the figures quoted in docs/user-guide.md."""
 
     effort_noise: float = 0.01               # fraction of each actuator's effort RMS
     position_noise: float = 2e-6             # m or rad (linear scales on the limbs, encoders on the head)

@@ -40,7 +40,7 @@ from ..util.resources import share_file
 
 @dataclass(frozen=True)
 class DemoSetup:
-    """Everything the demo varies; defaults are the figures quoted in README.md."""
+    """Everything the demo varies; defaults are the figures quoted in docs/benchmarks.md."""
 
     effort_noise: float = 0.01          # fraction of each joint's effort RMS
     identification_periods: int = 2     # of the 10 s Fourier period

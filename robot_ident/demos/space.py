@@ -47,7 +47,7 @@ from ..util.resources import share_file
 # ------------------------------------------------------------------------ demo
 @dataclass(frozen=True)
 class SpaceDemoSetup:
-    """What `robot-ident demo --robot space` varies; defaults are the README figures.
+    """What `robot-ident demo --robot space` varies; defaults are the figures of docs/user-guide.md.
 
     The URDF is the CAD model. The simulated base differs from it (propellant used:
     6 % lighter, centre of mass moved by ~2 cm, inertia changed by a few percent), so

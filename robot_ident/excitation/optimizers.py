@@ -16,7 +16,7 @@ constraint grid (the designer then checks it densely).
   log(||sigma||_p ||1/sigma||_p) (p = 16), and a new start follows when a descent
   stalls; each start is the best of ``screen`` (20) random feasible points. On the
   Panda (69 base parameters) this reaches a lower cond in 10 s than the previous
-  descent in 30 s (README). ``form="surrogate"`` is that previous descent: the
+  descent in 30 s (docs/user-guide.md). ``form="surrogate"`` is that previous descent: the
   surrogate alone (p = 16), an upper bound of log cond that does not kink where
   singular values cross, starts repeated until 80 % of the budget, then the best point
   polished on a 4x finer sample grid (charged 4x per evaluation). ``logdet`` is smooth

@@ -125,7 +125,7 @@ def identify_arrays(model: RobotModel, t, q, effort, qd=None, *, settings=None, 
     optional velocities, columns in `model.joint_names` order, on a uniform time grid.
     `validation`: optional ``(t, q, effort[, qd])`` of another recording. The input checks
     run as for `identify`: their ``warning:`` lines go to `warn` (default: none), an
-    implausible input raises `PlausibilityError` unless `force`. See README."""
+    implausible input raises `PlausibilityError` unless `force`. See docs/user-guide.md."""
     from ..estimation.flow import identify_sources
     from ..estimation.pipeline import IdentificationConfig, IdentificationSettings
 

@@ -14,7 +14,8 @@ def add_parser(sub):
     p.add_argument("--bag", action="append", default=[],
                    help="rosbag2 folder (sqlite3 or mcap); repeat for several recordings (each its own segments)")
     p.add_argument("--table", action="append", default=[],
-                   help="CSV or NPZ table (layout: README 'Tables and arrays'); repeatable")
+                   help="CSV or NPZ table (layout: docs/user-guide.md, 'Several recordings, tables and arrays'); "
+                        "repeatable")
     p.add_argument("--validate-bag", action="append", default=[], metavar="PATH",
                    help="a whole recording (bag or table) kept for validation only; repeatable")
     p.add_argument("--urdf", help="robot URDF (CAD values are the prior and the fallback); required unless "

@@ -1,0 +1,67 @@
+"""docs/cli.md is the `--help` of robot-ident and of each sub-command (robot_ident/cli/reference.py):
+equal to what cli_reference() builds, and each section equal to what `robot-ident <cmd> --help`
+prints in a fresh process at the same terminal width (so it is --help, not a reconstruction)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robot_ident.cli import COMMANDS
+from robot_ident.cli.reference import ENVIRONMENT, cli_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "cli.md"
+SECTION = re.compile(r"^## (robot-ident[^\n]*)\n\n```text\n(.*?)\n```$", re.M | re.S)
+TITLES = ["robot-ident"] + [f"robot-ident {c}" for c in COMMANDS]
+
+
+def _sections(text: str) -> dict[str, str]:
+    return {title: body for title, body in SECTION.findall(text)}
+
+
+def _robot_ident() -> list[str]:
+    """The installed console script when it sits next to this interpreter, else `python -m robot_ident.cli`."""
+    script = Path(sys.executable).with_name("robot-ident")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "robot_ident.cli"]
+
+
+def test_docs_cli_md_is_up_to_date():
+    assert DOC.is_file(), "docs/cli.md is missing; generate it: python -m robot_ident.cli.reference > docs/cli.md"
+    assert DOC.read_text(encoding="utf-8") == cli_reference(), (
+        "docs/cli.md differs from the parser's --help texts; regenerate it: "
+        "python -m robot_ident.cli.reference > docs/cli.md")
+
+
+def test_one_section_per_command_in_the_parser_order():
+    assert list(_sections(cli_reference())) == TITLES
+
+
+@pytest.mark.parametrize("title", TITLES)
+def test_each_section_is_what_help_prints(title):
+    command = title.split()[1:]
+    env = {**os.environ, **ENVIRONMENT}
+    proc = subprocess.run(_robot_ident() + command + ["--help"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert _sections(cli_reference())[title] + "\n" == proc.stdout
+
+
+def test_independent_of_the_terminal_and_the_program_name(monkeypatch):
+    expected = cli_reference()
+    monkeypatch.setenv("COLUMNS", "37")
+    monkeypatch.setattr(sys, "argv", ["/somewhere/else/__main__.py"])
+    assert cli_reference() == expected
+    assert os.environ["COLUMNS"] == "37" and sys.argv == ["/somewhere/else/__main__.py"]   # both given back
+
+
+def test_building_the_reference_loads_no_engine():
+    code = ("import sys; from robot_ident.cli.reference import cli_reference; cli_reference(); "
+            "print(sorted(m for m in ('numpy', 'scipy', 'mujoco', 'robot_ident.estimation', 'robot_ident.offline', "
+            "'robot_ident.demos') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", (out.stdout, out.stderr)
