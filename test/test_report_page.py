@@ -41,7 +41,7 @@ def test_demo_writes_a_self_contained_report(demo):
     assert not re.search(r'(src|href)="(?!data:)', page)         # nothing loaded from elsewhere
     pngs = _images(page)
     assert len(pngs) >= 7 and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
-    for needle in ("Warnings and refusals", "Friction fit per joint", "How well each base parameter",
+    for needle in ("Warnings and refusals", "Friction fit per joint", "Base parameters: identified against CAD",
                    "Bodies: identified against CAD", "joint-space coverage", "N·m", "rad/s", "[kg]", "[mm]"):
         assert needle in page, needle
     assert page.index("Warnings and refusals") < page.index("Summary")
@@ -189,6 +189,51 @@ def test_report_renders_in_a_headless_browser(demo, compared, tmp_path, compare)
     shot.unlink(missing_ok=True)
     r = _chromium(page.as_uri(), tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1280,4000")
     assert r.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG"), r.stderr[-2000:]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.parametrize("width, height", [(1920, 1080), (1366, 768)])
+def test_the_first_screen_is_the_verdict(demo, tmp_path, width, height):
+    """Issue 32: the first screen at desktop and laptop widths shows the verdict box, not
+    one bullet among eight (screenshots kept in test/artifacts/)."""
+    page = (demo[0] / "report.html").read_text(encoding="utf-8")
+    assert page.index("id='verdict'") < page.index("id='efforts'") < page.index("id='validation'") \
+        < page.index("id='findings'") < page.index("id='parameters'")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"report_first_screen_{width}x{height}.png"
+    shot.unlink(missing_ok=True)
+    r = _chromium((demo[0] / "report.html").as_uri(), tmp_path / "profile", f"--screenshot={shot}",
+                  f"--window-size={width},{height}")
+    assert r.returncode == 0 and shot.read_bytes().startswith(b"\x89PNG"), r.stderr[-2000:]
+
+
+def test_verdict_levels_and_ranking():
+    """Not trusted on forced input, an undetermined model or a joint's held-out error over 3x
+    its noise; caveats ranked by the held-out error of the joint they name; trusted with notes."""
+    from robot_ident.report.findings import Finding
+    from robot_ident.report.verdict import CAVEATS, NOT_TRUSTED, TRUSTED, verdict
+    rows = [{"joint": "a", "ratio": 1.1}, {"joint": "b", "ratio": 2.0}, {"joint": "c", "ratio": 1.0}]
+    note = Finding("note", "joint 'a': heavy-tailed sensor noise, kept", "input checks")
+    assert verdict([note], rows, ["a", "b", "c"]).level == TRUSTED
+    w = [Finding("warning", "topic '/x': its stamps are 20 ms late; corrected", "input checks"),
+         Finding("warning", "joint 'a': a lag", "input checks"),
+         Finding("warning", "joint b: validation RMS is 2.00x the noise level", "report")]
+    v = verdict(w + [note], rows, ["a", "b", "c"])
+    assert v.level == CAVEATS and v.reasons[0].startswith("joint b:") and v.reasons[1].startswith("joint 'a'")
+    assert v.reasons[-1].startswith("topic")
+    bad = verdict(w, rows + [{"joint": "d", "ratio": 4.2}], ["a", "b", "c", "d"])
+    assert bad.level == NOT_TRUSTED and bad.reasons[0].startswith("joint d: held-out error 4.20 x")
+    forced = verdict(w + [Finding("refusal", "identified with --force despite implausible input", "input checks")],
+                     rows, ["a", "b", "c"])
+    assert forced.level == NOT_TRUSTED and "--force" in forced.reasons[0]
+
+
+def test_the_parameter_table_shows_the_cad_value_and_the_change_in_std(demo):
+    page = (demo[0] / "report.html").read_text(encoding="utf-8")
+    assert "CAD (URDF)" in page and "change [std]" in page
+    import yaml
+    bp = yaml.safe_load((demo[0] / "result.yaml").read_text())["base_parameters"]
+    assert all("cad" in p for p in bp)
 
 
 def test_fixed_by_the_data_means_equal_to_the_simulators_truth(demo):

@@ -32,6 +32,7 @@ def _f(x) -> float | str:
 def result_to_dict(result: IdentificationResult, model, validation: ValidationReport | None = None,
                    extra: dict | None = None) -> dict:
     base = result.base
+    cad = _cad_base(base, model)
     d = {
         "format_version": FORMAT_VERSION,
         "method": result.method,
@@ -48,8 +49,10 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
         "equations": int(result.n_rows),
         "condition_number": _f(result.condition_number),
         "base_parameters": [
-            {"name": n, "value": _f(v), "std": _f(s), "relative_std_percent": _f(r)}
-            for n, v, s, r in zip(result.names, result.values, result.std, result.relative_std)],
+            {"name": n, "value": _f(v), "std": _f(s), "relative_std_percent": _f(r),
+             **({} if cad is None else {"cad": _f(c)})}
+            for n, v, s, r, c in zip(result.names, result.values, result.std, result.relative_std,
+                                     cad if cad is not None else [None] * len(result.names))],
         "actuators": result.actuator_parameters(),
         "residual_rms": {j: _f(v) for j, v in zip(result.joint_names, result.residual_rms)},
         "noise_sigma_estimate": {j: _f(v) for j, v in zip(result.joint_names, result.joint_sigma)},
@@ -81,6 +84,14 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
     if extra:
         d.update(extra)
     return d
+
+
+def _cad_base(base, model):
+    """The URDF's (CAD) values of the base parameters, or None where the model has none."""
+    nominal = getattr(model, "nominal", None)
+    if nominal is None or len(nominal) != len(base.standard_names):
+        return None
+    return base.project(np.asarray(nominal, float))
 
 
 REQUIRED_KEYS = ("format_version", "method", "robot", "samples", "condition_number", "base_parameters",

@@ -72,19 +72,26 @@ def numeric_findings(result: dict | None, validation_ratios: dict, friction_fits
         if not cond < CONDITION_WARNING:
             out.append(Finding("warning", f"condition number {cond:.3g} is above {CONDITION_WARNING:g}: the "
                                           "excitation does not separate the parameters well", "report"))
-        bad = []
+        bad, negligible = [], []
+        quality = result.get("model_quality") if isinstance(result.get("model_quality"), dict) else {}
+        harmless = {q.get("name") for q in quality.get("uncertain_but_negligible") or [] if isinstance(q, dict)}
         for i, p in enumerate(result.get("base_parameters") or []):
             try:
                 r = float(p.get("relative_std_percent"))
             except (TypeError, ValueError):
                 r = math.inf
             if not r < UNDETERMINED_PERCENT:
-                bad.append(f"#{i}")
+                (negligible if p.get("name") in harmless else bad).append(f"#{i}")
         if bad:
             out.append(Finding("warning", f"{len(bad)} base parameter(s) with relative std >= "
                                           f"{UNDETERMINED_PERCENT:g} % ({', '.join(bad[:12])}"
                                           f"{', …' if len(bad) > 12 else ''}): the data do not determine them",
                                "report"))
+        if negligible:      # the identification judged them: uncertain, but they hardly move the efforts
+            out.append(Finding("note", f"{len(negligible)} base parameter(s) with relative std >= "
+                                       f"{UNDETERMINED_PERCENT:g} % ({', '.join(negligible[:12])}"
+                                       f"{', …' if len(negligible) > 12 else ''}) hardly move the predicted "
+                                       "efforts: uncertain, and negligible for the model's use", "report"))
         pc = (result.get("standard_parameters") or {}).get("physically_consistent") or {}
         incons = [b for b, ok in pc.items() if not ok]
         if incons:

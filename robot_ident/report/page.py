@@ -1,6 +1,9 @@
 """report.html: one self-contained page (PNG figures embedded as base64, no external
-resource, opens offline). Findings first, then validation, friction, parameters, bodies,
-excitation. `--compare` puts two folders' sections side by side."""
+resource, opens offline). The verdict first (report/verdict.py: trusted, usable with the
+caveats named, not trusted, with the reasons ranked), then measured against predicted
+efforts over time, the per-joint validation table, the findings, then the details:
+parameters (with their CAD values), bodies, friction, excitation. `--compare` puts two
+folders' sections side by side."""
 from __future__ import annotations
 
 import base64
@@ -21,6 +24,9 @@ th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
 img{max-width:100%;display:block;margin:.4em 0}
 .findings li{margin:.2em 0}.refusal{color:#a00;font-weight:bold}.warning{color:#b25e00}.note{color:#555}
 .answers{background:#eef5ff;border:1px solid #9bd;padding:.5em 1em}
+.verdict{border:2px solid;padding:.5em 1em;margin:.6em 0}.verdict h2{border:none;margin:.1em 0}
+.verdict.ok{border-color:#2a7;background:#effaf3}.verdict.caveat{border-color:#c80;background:#fff7e8}
+.verdict.bad{border-color:#c22;background:#fff0f0}.verdict li{margin:.15em 0}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}.pair>div{min-width:0;overflow-x:auto}
 .bad{color:#a00;font-weight:bold}.caption{font-size:12px;color:#444}
 """
@@ -78,6 +84,25 @@ def img(png: bytes, alt: str) -> str:
 
 
 # ----------------------------------------------------------------------- sections
+def _final_path(folder: Path) -> Path:
+    """The folder's own path when the report is written inside its staging folder
+    (``.<name>.robot_ident-<pid>-<random>/<name>``, io/staging.py), else `folder`."""
+    folder = Path(folder)
+    stage = folder.parent.name
+    return folder.parent.parent / folder.name if stage.startswith(f".{folder.name}.robot_ident-") else folder
+
+
+def verdict_html(d: ReportData) -> str:
+    from .verdict import verdict
+    v = verdict(d.findings, d.validation_rows, d.joints)
+    head = {"trusted": "Trusted: no warning, the held-out errors are at the noise level",
+            "not trusted": "Not trusted: do not use this model as it is"}.get(v.level, "Usable, with these caveats")
+    items = "".join(f"<li>{esc(r)}</li>" for r in v.reasons[:8])
+    more = f"<p class='caption'>{len(v.reasons) - 8} more under Findings.</p>" if len(v.reasons) > 8 else ""
+    return (f"<div class='verdict {v.css}' id='verdict' data-level='{esc(v.level)}'><h2>{esc(head)}</h2>"
+            + (f"<ol>{items}</ol>{more}" if items else "") + "</div>")
+
+
 def findings_html(d: ReportData) -> str:
     if not d.findings:
         return "<p>No warning or refusal recorded by the identification, none found in the numbers.</p>"
@@ -148,10 +173,19 @@ def parameters_html(d: ReportData) -> str:
     if d.chart is None:
         return "<p>No identification result (result.yaml) in this folder.</p>"
     bp = d.result["base_parameters"]
-    worst = [[f"#{i}", _Raw(esc(bp[i]["name"])), bp[i]["value"], bp[i]["std"], bp[i]["relative_std_percent"]]
-             for i in d.chart.index[:10]]
-    full = [[f"#{i}", _Raw(esc(p["name"])), p["value"], p["std"], p["relative_std_percent"]] for i, p in enumerate(bp)]
-    header = ["#", "base parameter (SI: kg, kg·m, kg·m², N·m, N·m·s/rad)", "value", "std", "relative std [%]"]
+
+    def row(i, p):
+        cad, v, s = p.get("cad"), p.get("value"), p.get("std")
+        try:
+            sig = (float(v) - float(cad)) / float(s)
+        except (TypeError, ValueError, ZeroDivisionError):
+            sig = None
+        moved = _Raw(f"<span class='bad'>{fmt(sig, 3)}</span>") if sig is not None and abs(sig) > 3 else sig
+        return [f"#{i}", _Raw(esc(p["name"])), v, cad, moved, s, p["relative_std_percent"]]
+    worst = [row(i, bp[i]) for i in d.chart.index[:10]]
+    full = [row(i, p) for i, p in enumerate(bp)]
+    header = ["#", "base parameter (SI: kg, kg·m, kg·m², N·m, N·m·s/rad)", "value", "CAD (URDF)",
+              "change [std]", "std", "relative std [%]"]
     return (img(plots.relative_std_figure(d.chart), "relative standard deviations")
             + "<p class='caption'>The ten least determined base parameters:</p>"
             + table(header, worst, numeric_from=2)
@@ -235,7 +269,8 @@ def efforts_html(d: ReportData) -> str:
     for png in ("validation_efforts.png", "identification_efforts.png"):
         p = d.inputs.folder / png
         if p.is_file():
-            parts.append(f"<details><summary>{esc(png[:-4].replace('_', ' '))}</summary>"
+            what = "held out" if png.startswith("validation") else "identification samples"
+            parts.append(f"<details open><summary>measured vs predicted, {what}</summary>"
                          f"{img(p.read_bytes(), png)}</details>")
     r = d.result or {}
     if r.get("actuators"):
@@ -250,14 +285,14 @@ def efforts_html(d: ReportData) -> str:
     return "".join(parts) or "<p>No effort plots in this folder.</p>"
 
 
-SECTIONS = (("findings", "Warnings and refusals", findings_html),
-            ("summary", "Summary", summary_html),
+SECTIONS = (("efforts", "Measured against predicted efforts", efforts_html),
             ("validation", "Validation: prediction error against the noise", validation_html),
-            ("friction", "Friction fit per joint", friction_html),
-            ("parameters", "How well each base parameter is determined", parameters_html),
+            ("findings", "Warnings and refusals", findings_html),
+            ("summary", "Summary", summary_html),
+            ("parameters", "Base parameters: identified against CAD", parameters_html),
             ("bodies", "Bodies: identified against CAD", bodies_html),
-            ("excitation", "Excitation: joint-space coverage and margins", excitation_html),
-            ("efforts", "Effort plots and actuator parameters", efforts_html))
+            ("friction", "Friction fit per joint", friction_html),
+            ("excitation", "Excitation: joint-space coverage and margins", excitation_html))
 
 
 def answers_html(d: ReportData) -> str:
@@ -271,7 +306,8 @@ def render(datas: list[ReportData]) -> str:
     parts = [f"<h1>robot_ident report: {title}</h1>"]
     if len(datas) == 1:
         d = datas[0]
-        parts.append(f"<p class='caption'>Folder {esc(d.inputs.folder)}</p>{answers_html(d)}")
+        parts.append(f"<p class='caption'>Folder {esc(_final_path(d.inputs.folder))}</p>{verdict_html(d)}"
+                     f"{answers_html(d)}")
         for key, name, fn in SECTIONS:
             parts.append(f"<h2 id='{key}'>{esc(name)}</h2>{fn(d)}")
     else:
@@ -285,7 +321,7 @@ def render(datas: list[ReportData]) -> str:
                       for i, x in enumerate((a, b))}
             parts.append(img(plots.validation_rms_figure(a.joints, a.units, series), "validation RMS A vs B"))
         parts.append("<div class='pair'>" + "".join(
-            f"<div>{answers_html(x)}</div>" for x in (a, b)) + "</div>")
+            f"<div>{verdict_html(x)}{answers_html(x)}</div>" for x in (a, b)) + "</div>")
         for key, name, fn in SECTIONS:
             parts.append(f"<h2 id='{key}'>{esc(name)}</h2><div class='pair'>"
                          + "".join(f"<div><h3>{'AB'[i]}: {esc(x.inputs.label)}</h3>{fn(x)}</div>"
