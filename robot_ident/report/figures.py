@@ -257,7 +257,9 @@ def determined_standard(base_reduction: dict, base_parameters: list, threshold: 
 def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list, bodies) -> dict | None:
     """What the data do determine, per body: for each base parameter whose leading standard
     parameter is one of the body's inertial parameters, (index, symmetric change from the
-    CAD's base value in %, well determined?). The symmetric change
+    CAD's base value in %, well determined?); a base parameter regrouped with an actuator term
+    (the first joint's Izz + armature) is left out: the URDF has no armature, so its change
+    would measure the armature, not the body. The symmetric change
     100 (id - cad) / max(|id|, |cad|) lies in [-200, 200] and stays readable for products of
     inertia whose CAD value is ~0. The CAD's base values are the CAD standard parameters
     projected with the result's own reduction. None when the CAD lacks a standard parameter
@@ -271,10 +273,13 @@ def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list,
     beta = np.asarray(base_reduction["beta"], float).reshape(ind.size, dep.size)
     phi_cad = theta[ind] + (beta @ theta[dep] if dep.size else 0.0)
     out = {b: [] for b in bodies}
+    actuator_dep = np.array([names[i].rsplit(".", 1)[1] not in _INERTIAL for i in dep], bool)
     for k, i in enumerate(ind):
         body, sym = names[i].rsplit(".", 1)
         if body not in out or sym not in _INERTIAL:      # actuator parameters have no CAD value
             continue
+        if dep.size and np.any((beta[k] != 0) & actuator_dep):
+            continue        # regrouped with an armature (or friction): its change measures that, not the body
         v = float(base_parameters[k]["value"])
         try:
             rel = float(base_parameters[k]["relative_std_percent"])
