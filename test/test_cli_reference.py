@@ -65,3 +65,22 @@ def test_building_the_reference_loads_no_engine():
             "'robot_ident.demos') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", (out.stdout, out.stderr)
+
+
+def test_the_help_quotes_the_defaults_the_code_uses():
+    """Issue 32: one place defines each default (robot_ident/defaults.py); the config parsers
+    use it and --help quotes it."""
+    from robot_ident import defaults
+    from robot_ident.estimation.pipeline import IdentificationSettings, identification_config
+    from robot_ident.excitation.config import parse_excitation_config
+    ref = cli_reference()
+    ident = identification_config({})
+    assert ident.settings.method == IdentificationSettings().method == defaults.METHOD
+    assert ident.holdout == defaults.HOLDOUT
+    kw = parse_excitation_config({"robot_ident": {"ros__parameters": {"joints": ["a"]}}}).spec_kwargs
+    assert (kw["optimizer"], kw["criterion"], kw["family"], kw["max_time"], kw["seed"]) == (
+        defaults.OPTIMIZER, defaults.CRITERION, defaults.FAMILY, defaults.MAX_TIME_S, defaults.SEED)
+    for phrase in (f"else {defaults.METHOD})", f"else {defaults.HOLDOUT:g};", f"else {defaults.OPTIMIZER})",
+                   f"else {defaults.CRITERION})", f"else {defaults.FAMILY})", f"else {defaults.MAX_TIME_S:g})",
+                   f"else {defaults.SEED})", f"(default: {defaults.STORAGE})", f"(default: {defaults.REPETITIONS})"):
+        assert phrase in " ".join(ref.split()), phrase

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import defaults
 from ..data.signals import FilterOptions, ProcessedData
 from ..errors import ConfigError, SignalError
 from ..model.base import BaseParameters
@@ -20,7 +21,7 @@ from .validation import ValidationReport, validate
 
 @dataclass(frozen=True)
 class IdentificationSettings:
-    method: str = "physical"
+    method: str = defaults.METHOD
     filter: FilterOptions = field(default_factory=FilterOptions)
     # Friction dead band: |qd| below this (rad/s or m/s) ...
     moving_threshold: float = 0.05
@@ -107,7 +108,7 @@ class IdentificationConfig:
 
     settings: IdentificationSettings
     friction: FrictionOptions
-    holdout: float = 0.2
+    holdout: float = defaults.HOLDOUT
     locked_positions: dict = field(default_factory=dict)
     armature_nominal: dict = field(default_factory=dict)
 
@@ -166,7 +167,7 @@ def identification_config(section: Mapping | None, where: str = "identification"
                              trim_s=_num(f, "trim_s", fw, 0.2), use_measured_velocity=velocity is not False)
     except SignalError as exc:
         raise ConfigError(f"{fw}: {exc}") from None
-    method = section.get("method", "physical")
+    method = section.get("method", defaults.METHOD)
     if not isinstance(method, str):
         raise ConfigError(f"{where}.method: expected a name, got {method!r}")
     physical = parse_physical_bounds(section.get("physical"), f"{where}.physical")
@@ -182,7 +183,7 @@ def identification_config(section: Mapping | None, where: str = "identification"
     if settings.base_samples > 100_000:
         raise ConfigError(f"{where}.base_samples: at most 100000 (random states for the base-parameter "
                           f"reduction; 400 is plenty), got {settings.base_samples}")
-    holdout = _num(section, "holdout", where, 0.2)
+    holdout = _num(section, "holdout", where, defaults.HOLDOUT)
     if not 0.0 <= holdout < 0.9:
         raise ConfigError(f"{where}.holdout: must be in [0, 0.9), got {holdout}")
     friction = FrictionOptions(armature=_flag(m, "armature", mw, True), coulomb=_flag(m, "coulomb", mw, True),

@@ -38,6 +38,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from .. import defaults
 from ..errors import ConfigError
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .collision.spec import CollisionSpec, parse_collision_section
@@ -166,15 +167,15 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     kw = {
-        "family": _choice(ex, "family", where, FAMILIES, "fourier"),
-        "optimizer": _choice(ex, "optimizer", where, tuple(OPTIMIZERS), "slsqp"),
-        "criterion": _choice(ex, "criterion", where, CRITERIA, "cond"),
+        "family": _choice(ex, "family", where, FAMILIES, defaults.FAMILY),
+        "optimizer": _choice(ex, "optimizer", where, tuple(OPTIMIZERS), defaults.OPTIMIZER),
+        "criterion": _choice(ex, "criterion", where, CRITERIA, defaults.CRITERION),
         "harmonics": _number(ex, "harmonics", where, integer=True, default=5),
         "base_frequency": _number(ex, "base_frequency", where, default=0.2 * math.pi),
         "duration": _number(ex, "duration", where, default=10.0),
         "move_duration": _number(ex, "move_duration", where, default=2.0),
-        "max_time": _number(ex, "max_time", where, default=30.0),
-        "seed": _number(ex, "seed", where, positive=False, integer=True, default=0),
+        "max_time": _number(ex, "max_time", where, default=defaults.MAX_TIME_S),
+        "seed": _number(ex, "seed", where, positive=False, integer=True, default=defaults.SEED),
         "n_samples": _number(ex, "samples", where, integer=True, default=100),
         "n_constraint": _number(ex, "constraint_points", where, integer=True, default=100),
         "check_dt": _number(ex, "check_dt", where, default=1e-3),

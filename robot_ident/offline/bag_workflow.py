@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .. import defaults
 from ..errors import ConfigError
 from ..estimation.pipeline import identification_config
 from ..estimation.validation import ValidationReport, not_validated_lines
@@ -32,8 +33,8 @@ class SimulateOutcome:
     truth_file: Path
 
 
-def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = "sqlite3",
-                    repetitions: int = 1, progress: Progress | None = None,
+def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = defaults.STORAGE,
+                    repetitions: int = defaults.REPETITIONS, progress: Progress | None = None,
                     package_dirs=(), bag_version: int = 8) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory

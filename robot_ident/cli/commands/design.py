@@ -1,6 +1,7 @@
 """`robot-ident design`: optimise an excitation trajectory and write its YAML."""
 from __future__ import annotations
 
+from ... import defaults
 from ...errors import ConfigError
 
 
@@ -14,15 +15,22 @@ def add_parser(sub):
     p.add_argument("--config", required=True,
                    help="ROS 2 parameter YAML (robot_ident: ros__parameters: {joints, excitation: ...})")
     p.add_argument("--output", required=True, help="trajectory YAML to write")
-    p.add_argument("--optimizer", choices=("slsqp", "ga", "pso", "qga"), help="default: from the config, else slsqp")
-    p.add_argument("--criterion", choices=("cond", "logdet"), help="default: from the config, else cond")
+    p.add_argument("--optimizer", choices=("slsqp", "ga", "pso", "qga"),
+                   help=f"the optimiser (default: excitation.optimizer of the config, else {defaults.OPTIMIZER})")
+    p.add_argument("--criterion", choices=("cond", "logdet"),
+                   help="what is minimised: the condition number or -log det of the regressor (default: "
+                        f"excitation.criterion of the config, else {defaults.CRITERION})")
     p.add_argument("--family", choices=("fourier", "modified_fourier", "polynomial7", "joint_moves"),
-                   help="trajectory family (default: from the config, else fourier)")
+                   help=f"trajectory family (default: excitation.family of the config, else {defaults.FAMILY})")
     p.add_argument("--joints", nargs="+", metavar="JOINT",
                    help="identified joints (default: the config's joints, else every movable joint)")
-    p.add_argument("--time-limit", type=float, help="optimiser wall-time budget in seconds")
-    p.add_argument("--max-evals", type=int, help="optimiser evaluation budget")
-    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--time-limit", type=float,
+                   help="optimiser wall-time budget in seconds (default: excitation.max_time of the config, else "
+                        f"{defaults.MAX_TIME_S:g})")
+    p.add_argument("--max-evals", type=int,
+                   help="optimiser evaluation budget (default: excitation.max_evaluations of the config, else none)")
+    p.add_argument("--seed", type=int,
+                   help=f"random seed (default: excitation.seed of the config, else {defaults.SEED})")
     p.add_argument("--node", default="robot_ident", help="node section of the config (default: %(default)s)")
     p.add_argument("--payload", action="store_true",
                    help="excitation for payload identification: only the config's payload.joints move (default: "

@@ -1,6 +1,7 @@
 """`robot-ident identify`: rosbag2 recordings and/or tables in, a result folder out."""
 from __future__ import annotations
 
+from ... import defaults
 from ...errors import ConfigError
 from ...util.progress import Progress
 
@@ -24,10 +25,10 @@ def add_parser(sub):
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", default=None,
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: "
-                        "identification.method of the config, else physical)")
+                        f"identification.method of the config, else {defaults.METHOD})")
     p.add_argument("--holdout", type=float, default=None,
-                   help="fraction of the recording's end kept for validation (default: config, else 0.2; "
-                        "0 with --validate-bag)")
+                   help="fraction of the recording's end kept for validation (default: identification.holdout "
+                        f"of the config, else {defaults.HOLDOUT:g}; 0 with --validate-bag)")
     p.add_argument("--holdout-window", default=None, metavar="T0:T1",
                    help="hold out the samples T0..T1 s from the start of each recording")
     p.add_argument("--holdout-every", type=int, default=None, metavar="K",
@@ -46,8 +47,8 @@ def add_parser(sub):
     p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 

@@ -1,6 +1,7 @@
 """`robot-ident simulate`: the simulated arm follows a trajectory and writes a rosbag2."""
 from __future__ import annotations
 
+from ... import defaults
 from ...util.progress import Progress
 
 
@@ -13,12 +14,14 @@ def add_parser(sub):
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML (joints, actuators, simulation)")
     p.add_argument("--trajectory", required=True, help="trajectory YAML from robot-ident design")
     p.add_argument("--output", required=True, help="new rosbag2 folder")
-    p.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3")
-    p.add_argument("--repetitions", type=int, default=1, help="times the trajectory is run (default 1)")
+    p.add_argument("--storage", choices=("sqlite3", "mcap"), default=defaults.STORAGE,
+                   help="rosbag2 storage (default: %(default)s)")
+    p.add_argument("--repetitions", type=int, default=defaults.REPETITIONS,
+                   help="times the trajectory is run (default: %(default)s)")
     p.add_argument("--bag-version", type=int, choices=(8, 9), default=8,
                    help="rosbag2 metadata version (default 8: plays on Humble and later; 9: Jazzy's newer "
                         "rosbag2 only)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
                    help="folder holding the packages of package:// collision meshes; repeatable")
     p.set_defaults(func=run)

@@ -13,7 +13,7 @@ def add_parser(sub):
     p.add_argument("--urdf", default=None, help="URDF (default: DIR/model.urdf)")
     p.add_argument("--config", default=None, help="parameter YAML (default: DIR/config.yaml)")
     p.add_argument("--output", default=None, help="validation YAML to write (default: DIR/validation.yaml)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
