@@ -432,3 +432,27 @@ def test_angle_unwrap_is_continuous_across_chunks():
     k = np.round((q[:, 0] - truth) / (2 * np.pi))
     assert np.all(k == k[0]) and np.max(np.abs(q[:, 0] - truth - 2 * np.pi * k[0])) < 1e-12
     assert u.wraps == 4 and np.array_equal(q[:, 1], wrapped)
+
+
+def test_a_wrapped_continuous_joint_on_both_topics_of_a_bag(tmp_path):
+    """Review: a DynamicJointState current topic carries positions too; unwrapped on the
+    joint states only, the two topics' position ranges disagreed and the bag was refused as
+    'one topic in degrees'. Both are unwrapped: the bag reads, velocities stay bounded."""
+    from robot_ident.data.bag import write_bag_from_config
+    from robot_ident.data.processing import process_input
+    from robot_ident.data.signals import FilterOptions
+    from robot_ident.io.config import load_config
+    cfg = load_config(ROOT / "config" / "demo_arm.yaml")
+    t = np.arange(0, 20, 1 / 500.0)
+    n = len(cfg.joints)
+    q = 0.6 * np.sin(np.outer(t, np.linspace(0.7, 1.9, n)) + np.arange(n))
+    q[:, 5] = 1.5 * t                                         # wrist_3 turning: 30 rad in 20 s
+    q[:, 5] = (q[:, 5] + np.pi) % (2 * np.pi) - np.pi         # published modulo 2 pi
+    eff = 5 * np.sin(np.outer(t, np.linspace(0.9, 2.4, n)))
+    write_bag_from_config(tmp_path / "b", Recording(t, cfg.joints, q, eff), cfg, storage="mcap")
+    p = process_input(tmp_path / "b", cfg, lambda _r: [FilterOptions(cutoff_hz=20.0)], unwrap=("wrist_3",))
+    try:
+        d = p.store.read(0, p.n_samples)
+        assert np.abs(d.qd[:, 5] - 1.5).max() < 0.05 and "wrist_3 unwrapped" in p.summary
+    finally:
+        p.close()

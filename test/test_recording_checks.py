@@ -629,3 +629,11 @@ def test_a_still_joints_encoder_flicker_is_no_spike(model):
     q2[3000, 2] += 0.05                                      # 500 counts: a glitch
     found = segment_checks(model, [Recording(t, model.joint_names, q2, effort)]).findings()
     assert [f for f in found if "position spike" in f.text and "'elbow'" in f.subject], [f.line() for f in found]
+    # a still joint that does not flicker: its smallest step is the glitch's own, which sets no floor
+    q3 = np.tile(np.array([0.1, -0.8, 1.2, 0.0, 0.5, 0.0]), (n, 1))
+    q3[:, 0] += 0.5 * np.sin(2 * np.pi * 0.3 * t)
+    for k, g in ((1000, 0.05), (3000, 0.2), (5000, 0.3)):
+        q3[k, 2] += g
+    found = segment_checks(model, [Recording(t, model.joint_names, q3, effort)]).findings()
+    hits = [f for f in found if "position spike" in f.text and "'elbow'" in f.subject]
+    assert hits and hits[0].text.startswith("3 position spike(s)"), [f.line() for f in found]

@@ -215,6 +215,8 @@ def test_verdict_levels_and_ranking():
     rows = [{"joint": "a", "ratio": 1.1}, {"joint": "b", "ratio": 2.0}, {"joint": "c", "ratio": 1.0}]
     note = Finding("note", "joint 'a': heavy-tailed sensor noise, kept", "input checks")
     assert verdict([note], rows, ["a", "b", "c"]).level == TRUSTED
+    unvalidated = verdict([note], [], ["a", "b", "c"])       # nothing held out: not 'trusted'
+    assert unvalidated.level == CAVEATS and unvalidated.reasons[0].startswith("not validated")
     w = [Finding("warning", "topic '/x': its stamps are 20 ms late; corrected", "input checks"),
          Finding("warning", "joint 'a': a lag", "input checks"),
          Finding("warning", "joint b: validation RMS is 2.00x the noise level", "report")]

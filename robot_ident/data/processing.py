@@ -187,6 +187,7 @@ class _ChunkedFeed:
         self.sync = ChunkedSync(joints, opts, effort_field=cfg.effort_field, chunk_s=chunk_s,
                                 meta={"bag": str(path)})
         self.unwrap = AngleUnwrap(unwrap)
+        self.unwrap_efforts = AngleUnwrap(unwrap)      # a DynamicJointState topic carries positions too
         self.args = path, topics, batch, progress
         self.states_topic, self.effort_topic = cfg.joint_states_topic, cfg.current_topic
         self.messages = 0
@@ -201,7 +202,7 @@ class _ChunkedFeed:
         for chunk in bag_chunks(*self.args):
             self.messages += sum(len(s) for s in chunk.values())
             states = self.unwrap(chunk.get(js))
-            yield self.sync.feed(states, states if cur == js else chunk.get(cur))
+            yield self.sync.feed(states, states if cur == js else self.unwrap_efforts(chunk.get(cur)))
         yield self.sync.finish()
         _note_wraps(self.sync.report, self.unwrap)
 
@@ -215,7 +216,7 @@ class _WholeFeed:
         same = efforts is states
         unwrapper = AngleUnwrap(unwrap)
         states = unwrapper(states)
-        efforts = states if same else efforts
+        efforts = states if same else AngleUnwrap(unwrap)(efforts)    # their positions too, if they carry any
         res = synchronise(states, efforts, list(joints), options=opts, effort_field=effort_field,
                           meta={"source": where})
         _note_wraps(res.report, unwrapper)

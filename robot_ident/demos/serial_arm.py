@@ -172,8 +172,16 @@ def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | 
     progress = progress or Progress(quiet=True)
     settings = setup.settings
     if output is not None:
-        from ..io.staging import check_output_folder
-        check_output_folder(output, "result")        # before any work
+        from ..io.staging import check_output_folder, release_output
+        check_output_folder(output, "result")        # before any work (takes its lock)
+        try:
+            return _run_demo(output, setup, progress, plots, settings)
+        finally:
+            release_output(output)
+    return _run_demo(output, setup, progress, plots, settings)
+
+
+def _run_demo(output, setup: DemoSetup, progress: Progress, plots: bool, settings) -> DemoOutcome:
     exp = simulate_experiment(setup, progress)
     cad, ident_data, valid_data = exp.cad, exp.ident_data, exp.valid_data
     with progress.stage("base parameters"):

@@ -380,7 +380,7 @@ def validate_source(source, cfg, filter_options, model, base, values, threshold:
             if judge is not None:
                 findings += judge(checks.gains.slopes())
             enforce(findings)
-            runs = [(store, 0, N)]
+            runs = [(store, a, b) for a, b in processed.segment_rows()]    # each segment's dead band its own
             with progress.stage("validate"):
                 report = validate_runs(values_model, model, runs, threshold, guard_s, plot_points=16,
                                        noise_std=noise_std, progress=progress.counter("samples"))

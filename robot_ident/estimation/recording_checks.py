@@ -63,7 +63,8 @@ from .plausibility import (
 
 SUBSAMPLE_CAP = 1 << 14      # samples per segment, joint and signal for the median / MAD
 CANDIDATE_CAP = 5_000       # spike candidates per segment, joint and signal
-QUANTUM_COUNTS = 3          # a spike exceeds this many of the channel's counts (its smallest step)
+QUANTUM_COUNTS = 3          # a spike exceeds this many of the channel's counts (its smallest step) ...
+QUANTUM_HITS = 20           # ... where that step recurs this often (a flickering encoder, not a glitch's own step)
 VELOCITY_CAP = 20_000       # velocity ratios per joint
 CONTEXT = 3                  # samples either side a sample's statistics need (median of 7)
 LAG_GRID_HZ = 100.0          # the velocity-lag correlation runs on samples decimated to about this rate
@@ -145,6 +146,7 @@ class _Signal:
         self.cand = [[] for _ in range(nj)]           # per joint: arrays (level, level before, |d|)
         self.n_cand = np.zeros(nj, dtype=np.int64)
         self.quantum = np.full(nj, np.inf)            # smallest nonzero step between samples: one count
+        self.quantum_hits = np.zeros(nj, dtype=np.int64)   # steps of about that size seen
 
     def add(self, x: np.ndarray, g0: int, a: int, b: int) -> None:
         """`x` a buffer whose rows a..b-1 are the segment's samples g0.. to finalise; rows
@@ -159,7 +161,10 @@ class _Signal:
         seg = x[max(a - 1, 0):b]
         step = np.abs(np.diff(seg, axis=0))       # steps above the arithmetic's rounding (interpolation)
         real = step > 1e-9 * np.maximum(np.max(np.abs(seg), axis=0, initial=0.0), 1.0)
-        self.quantum = np.minimum(self.quantum, np.min(np.where(real, step, np.inf), axis=0, initial=np.inf))
+        smallest = np.min(np.where(real, step, np.inf), axis=0, initial=np.inf)
+        new = smallest < 0.99 * self.quantum
+        self.quantum = np.where(new, smallest, self.quantum)
+        self.quantum_hits = np.where(new, 0, self.quantum_hits) + np.sum(real & (step <= 1.01 * self.quantum), axis=0)
         sm, d, xs = smooth[a:b], d[a:b], x[a:b]
         self.lo, self.hi = np.minimum(self.lo, sm.min(axis=0)), np.maximum(self.hi, sm.max(axis=0))
         self.peak_smooth = np.maximum(self.peak_smooth, np.abs(sm).max(axis=0))
@@ -210,7 +215,7 @@ class _Signal:
         out = []
         for k in range(self.nj):
             thr = spike_threshold(float(mad[k]), float(self.hi[k] - self.lo[k]))
-            if np.isfinite(self.quantum[k]):       # a still encoder's flicker of a count or two is no spike
+            if np.isfinite(self.quantum[k]) and self.quantum_hits[k] >= QUANTUM_HITS:   # a flicker is no spike
                 thr = max(thr, QUANTUM_COUNTS * float(self.quantum[k]))
             c = np.concatenate(self.cand[k]) if self.cand[k] else np.zeros((0, 3))
             sp = count_spikes(c[:, 0], c[:, 1], c[:, 2], thr, n)

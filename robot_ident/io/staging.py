@@ -30,6 +30,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -86,17 +87,22 @@ _HELD: dict[str, int] = {}       # absolute target -> the lock file's descriptor
 
 
 def _lock_path(key: str) -> Path:
+    """The lock file of an output: in a folder of the temporary directory private to this user
+    (refused when someone else could have planted it: not ours, not a folder, or open to others)."""
     folder = Path(tempfile.gettempdir()) / f"robot_ident-locks-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OutputError(f"{folder} (the output locks) is not a folder private to this user; remove it")
     return folder / (hashlib.sha1(key.encode()).hexdigest() + ".lock")
 
 
 def lock_output(target: Path) -> None:
     """Hold `target`'s writer lock for this process (again: nothing to do)."""
-    key = os.path.abspath(target)
+    key = os.path.realpath(target)
     if key in _HELD:
         return
-    fd = os.open(_lock_path(key), os.O_CREAT | os.O_RDWR, 0o600)
+    fd = os.open(_lock_path(key), os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -111,7 +117,7 @@ def lock_output(target: Path) -> None:
 
 def release_output(target: Path) -> None:
     """Give `target`'s lock back (a no-op when this process does not hold it)."""
-    fd = _HELD.pop(os.path.abspath(target), None)
+    fd = _HELD.pop(os.path.realpath(target), None)
     if fd is not None:
         os.close(fd)          # closing releases the flock
 

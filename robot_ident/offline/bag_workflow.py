@@ -36,18 +36,29 @@ class SimulateOutcome:
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = defaults.STORAGE,
                     repetitions: int = defaults.REPETITIONS, progress: Progress | None = None,
                     package_dirs=(), bag_version: int = 8) -> SimulateOutcome:
-    from ..data.bag import write_bag_from_config
-    from ..excitation.trajectory_file import load_trajectory
-    from ..io.config import load_config
-    from ..io.staging import StagedFolder, check_output_folder
-    from ..sim import SimulatedArm
-    from ..sim.config import simulation_config
-    from .sim_checks import check_trajectory_against_urdf
+    from ..io.staging import check_output_folder, release_output
 
     progress = progress or Progress(quiet=True)
     if repetitions < 1:
         raise ConfigError(f"repetitions must be >= 1, got {repetitions}")
-    check_output_folder(output, "bag", replace=False)          # before any work
+    check_output_folder(output, "bag", replace=False)          # before any work (takes its lock)
+    try:
+        return _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, progress, package_dirs,
+                         bag_version)
+    finally:
+        release_output(output)
+
+
+def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, progress, package_dirs,
+              bag_version) -> SimulateOutcome:
+    from ..data.bag import write_bag_from_config
+    from ..excitation.trajectory_file import load_trajectory
+    from ..io.config import load_config
+    from ..io.staging import StagedFolder
+    from ..sim import SimulatedArm
+    from ..sim.config import simulation_config
+    from .sim_checks import check_trajectory_against_urdf
+
     cfg = load_config(config_path)
     if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
         from ..excitation.repeat import Repeated

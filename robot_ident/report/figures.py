@@ -254,6 +254,18 @@ def determined_standard(base_reduction: dict, base_parameters: list, threshold: 
     return out
 
 
+def cad_comparable(base_reduction: dict) -> list[bool]:
+    """Per base parameter: does the URDF hold it (an inertial parameter not regrouped with an
+    armature, friction or offset, which the URDF has not)?"""
+    names = list(base_reduction["standard_names"])
+    ind = np.asarray(base_reduction["independent"], int)
+    dep = np.asarray(base_reduction["dependent"], int)
+    beta = np.asarray(base_reduction["beta"], float).reshape(ind.size, dep.size)
+    actuator_dep = np.array([names[i].rsplit(".", 1)[1] not in _INERTIAL for i in dep], bool)
+    return [names[i].rsplit(".", 1)[1] in _INERTIAL and not (dep.size and np.any((beta[k] != 0) & actuator_dep))
+            for k, i in enumerate(ind)]
+
+
 def base_changes_by_body(cad: dict, base_reduction: dict, base_parameters: list, bodies) -> dict | None:
     """What the data do determine, per body: for each base parameter whose leading standard
     parameter is one of the body's inertial parameters, (index, symmetric change from the

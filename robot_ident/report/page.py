@@ -173,9 +173,15 @@ def parameters_html(d: ReportData) -> str:
     if d.chart is None:
         return "<p>No identification result (result.yaml) in this folder.</p>"
     bp = d.result["base_parameters"]
+    from .figures import cad_comparable
+    try:
+        held = cad_comparable(d.result["base_reduction"])
+    except (KeyError, TypeError, ValueError):
+        held = [False] * len(bp)
 
     def row(i, p):
-        cad, v, s = p.get("cad"), p.get("value"), p.get("std")
+        # the URDF holds no armature, friction or offset: no CAD value to compare those with
+        cad, v, s = (p.get("cad") if i < len(held) and held[i] else None), p.get("value"), p.get("std")
         try:
             sig = (float(v) - float(cad)) / float(s)
         except (TypeError, ValueError, ZeroDivisionError):

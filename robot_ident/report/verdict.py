@@ -54,6 +54,9 @@ def verdict(findings, validation_rows, joints) -> Verdict:
                      "more than the sensors' noise")
     shown = {j for _, j in bad_joints}        # the report's own ratio line is the fatal line above
     ranked = [(r, t) for r, t in ranked if not any(t.startswith(f"joint {j}: validation RMS") for j in shown)]
+    if not ratio:
+        ranked.append((0.0, "not validated: no held-out data or validation recording -- the model was not checked "
+                            "on data it was not fitted to"))
     reasons = tuple(fatal) + tuple(t for _, t in sorted(ranked, key=lambda x: -x[0]))
     if fatal:
         return Verdict(NOT_TRUSTED, reasons)
@@ -63,6 +66,6 @@ def verdict(findings, validation_rows, joints) -> Verdict:
 def _joint_of(text: str, joints) -> str | None:
     """The joint a finding is about (named as 'joint X' or 'joint \\'X\\''), if any."""
     for j in sorted(joints, key=len, reverse=True):
-        if re.search(rf"joint '?{re.escape(j)}'?\b", text):
+        if re.search(rf"joint (['\"]?){re.escape(j)}\1(?=$|[\s:;,.)])", text):
             return j
     return None
