@@ -25,6 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .. import defaults
 from ..errors import RobotIdentError
 from ..model.actuation import ActuatorSet
 from .bag_files import (  # noqa: F401  (BagError, make_typestore, the message types: what writers import from here)
@@ -113,7 +114,7 @@ def _step(rec_rate: float, rate: float, label: str) -> int:
     return step
 
 
-def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, storage: str = "sqlite3",
+def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, storage: str = defaults.STORAGE,
                         current_source: str = "dynamic_joint_states",
                         joint_states_topic: str = "/joint_states", current_topic: str | None = None,
                         current_interface: str = "current", joint_states_rate_hz: float = 500.0,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import defaults
 from ..errors import TrajectoryError
 from .constraints import LimitReport, LimitSpec, check_trajectory
 from .optimizers import NoFeasiblePoint, OptimizerResult, make_optimizer
@@ -41,19 +42,19 @@ FAMILIES = ("fourier", "modified_fourier", "polynomial7", "joint_moves")
 
 @dataclass(frozen=True)
 class DesignSpec:
-    family: str = "fourier"
-    optimizer: str = "slsqp"
-    criterion: str = "cond"
+    family: str = defaults.FAMILY
+    optimizer: str = defaults.OPTIMIZER
+    criterion: str = defaults.CRITERION
     harmonics: int = 5
     base_frequency: float = 0.2 * np.pi       # wf [rad/s]
     duration: float = 10.0                    # polynomial7 duration [s]
     move_duration: float = 2.0                # joint_moves: seconds per move
     start_pose: tuple | None = None           # identified joint order; None: free (Fourier) or mid-range
     joint_weights: tuple | None = None
-    max_time: float | None = 30.0
+    max_time: float | None = defaults.MAX_TIME_S
     max_evals: int | None = None
     cpu_time: bool = False                    # max_time in CPU seconds of this process, not wall seconds
-    seed: int = 0
+    seed: int = defaults.SEED
     n_samples: int = 100                      # optimisation samples over the trajectory
     n_constraint: int = 100                   # constraint-grid points (both ends included)
     check_dt: float = 1e-3                    # dense check step [s]

@@ -1,6 +1,7 @@
 """`robot-ident demo`: the whole loop on the built-in simulated arm."""
 from __future__ import annotations
 
+from ... import defaults
 from ...errors import ConfigError
 from ...util.progress import Progress
 
@@ -12,7 +13,7 @@ def add_parser(sub):
     p.add_argument("--output", default="robot_ident_demo", help="result folder (default: %(default)s)")
     p.add_argument("--noise", type=float, default=0.01,
                    help="effort noise std as a fraction of each joint's effort RMS (default: %(default)s)")
-    p.add_argument("--method", default="physical",
+    p.add_argument("--method", default=defaults.METHOD,
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: %(default)s)")
     p.add_argument("--periods", type=int, default=2,
                    help="10 s excitation periods used for identification (default: %(default)s)")
