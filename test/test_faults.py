@@ -879,3 +879,21 @@ def test_a_validation_bag_of_another_robot_is_named(world, monkeypatch, tmp_path
     assert code == 0, err
     line = [ln for ln in err.splitlines() if ln.startswith(f"warning: validation recording {other}")]
     assert line and "2.5 x the identified model's on joint 'shoulder_lift'" in line[0], err
+
+
+def test_a_copy_of_the_training_recording_validates_nothing(world, tmp_path):
+    """Issue 31: a validation recording that holds the training data (a copy under another
+    name) gave ratios of exactly 1.000. identify refuses it as --validate-bag; validate says
+    the ratios are in-sample (validation.yaml in_sample: true); the same motion with other
+    currents is another recording."""
+    import shutil
+    copy_ = tmp_path / "copy"
+    shutil.copytree(world["bag"], copy_)
+    code, out, err = identify(world, tmp_path / "r", "--validate-bag", copy_)
+    assert code == 2 and "holds the same data as identification input" in one_error_line(err), err
+    assert not (tmp_path / "r").exists()
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    code, out, err = cli("validate", "--bag", copy_, "--result", res)
+    assert code == 0 and "these ratios are in-sample" in err, err
+    assert yaml.safe_load((res / "validation.yaml").read_text())["in_sample"] is True

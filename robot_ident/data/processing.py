@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..errors import SignalError
 from .bag_stream import DEFAULT_BATCH, bag_chunks
 from .joint_stream import AngleUnwrap, JointStream
@@ -116,6 +118,32 @@ def segments_in_memory(processed: Processed) -> list:
 def process_one(source, cfg, filter_options: FilterOptions, joints=None, progress=None) -> Processed:
     """`process_input` of one input with one filter."""
     return process_input(source, cfg, lambda _rate: [filter_options], joints=joints, progress=progress)
+
+
+def input_fingerprint(source, cfg, messages: int = 500) -> str | None:
+    """What identifies a recording whatever its path (a copy has the same): a table's bytes, a
+    bag's first `messages` joint states (stamps and positions); None for streams in memory or
+    an unreadable input (its own error comes when it is read). Both topics count: the same
+    motion with other currents is another recording."""
+    import hashlib
+    if isinstance(source, StreamsInput):
+        return None
+    path = Path(source)
+    try:
+        if path.is_file():
+            return "sha1:" + hashlib.sha1(path.read_bytes()).hexdigest()
+        h = hashlib.sha1()
+        for chunk in bag_chunks(path, _topics(cfg), messages):
+            for topic in sorted(chunk):
+                s = chunk[topic]
+                h.update(topic.encode() + s.stamps.tobytes())
+                for name in sorted(s.fields):
+                    for v in s.fields[name]:
+                        h.update(np.asarray(v, float).tobytes())
+            return "messages:" + h.hexdigest()
+    except Exception:       # noqa: BLE001 -- a fingerprint never fails a run; reading it will say why
+        return None
+    return None
 
 
 def input_label(source) -> str:

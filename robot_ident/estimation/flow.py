@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..data.holdout import Holdout, holdout_flags, runs_of
-from ..data.processing import Processed, input_label, process_input
+from ..data.processing import Processed, input_fingerprint, input_label, process_input
 from ..data.signals import concatenate, decimation_stride
-from ..errors import IdentificationError, SignalError
+from ..errors import ConfigError, IdentificationError, SignalError
 from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
@@ -127,6 +127,14 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
     from .plausibility import enforce
 
     settings = icfg.settings
+    prints = {input_label(s): input_fingerprint(s, cfg) for s in sources}
+    for v in validate_sources:          # a copy of an identification input validates nothing
+        fp = input_fingerprint(v, cfg)
+        same = [k for k, p in prints.items() if fp is not None and p == fp]
+        if same:
+            raise ConfigError(f"validation recording {input_label(v)} holds the same data as identification input "
+                              f"{same[0]} (a copy?): its ratios would be 1.000 by construction; validate on another "
+                              "recording (or a hold-out of this one)")
     base = base_parameters(model, settings)
     cands: list[float] = []
 
@@ -228,7 +236,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
            "config": None, "holdout": holdout.describe(), "holdout_fraction": holdout.fraction,
            "synchronisation": summary, "filter_cutoff_hz": float(settings.filter.cutoff_hz),
            "filter_cutoff_chosen_from_data": chosen, "filter_cutoff_note": note,
-           "use_measured_velocity": bool(settings.filter.use_measured_velocity)}
+           "use_measured_velocity": bool(settings.filter.use_measured_velocity),
+           "fingerprints": {k: p for k, p in prints.items() if p is not None}}
     if len(sources) == 1 and not validate_sources:
         src["bag"] = input_label(sources[0])
     src.update(source)

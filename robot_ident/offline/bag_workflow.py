@@ -198,6 +198,12 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     settings = d.get("settings", {})
     thr = float(settings.get("moving_threshold", icfg.settings.moving_threshold))
     guard = float(settings.get("reversal_guard_s", icfg.settings.guard_s))
+    from ..data.processing import input_fingerprint
+    fp = input_fingerprint(bag, cfg)
+    same = [k for k, p in ((d.get("source") or {}).get("fingerprints") or {}).items() if fp is not None and p == fp]
+    in_sample = ([f"warning: {bag} holds the data result {rdir} was identified from ({same[0]}; a copy?): these "
+                  "ratios are in-sample, they measure the fit, not new data; validate on another recording"]
+                 if same else [])
     sigma = np.array([raw[j] for j in model.joint_names])
     from ..estimation.flow import validate_source
     report, n, findings, kept = validate_source(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma,
@@ -207,8 +213,8 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
-           "warnings": [f.line() for f in findings] + not_validated_lines(report),
-           "joints": report.as_dict()}
+           "warnings": in_sample + [f.line() for f in findings] + not_validated_lines(report),
+           "in_sample": bool(same), "joints": report.as_dict()}
     for line in doc["warnings"]:
         warn(line)
     return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
