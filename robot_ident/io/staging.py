@@ -83,7 +83,7 @@ def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path
     return target
 
 
-_HELD: dict[str, int] = {}       # absolute target -> the lock file's descriptor held by this process
+_HELD: dict[str, int] = {}       # real path of a target -> the lock file descriptor this process holds
 
 
 def _lock_path(key: str) -> Path:
