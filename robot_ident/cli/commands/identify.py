@@ -7,11 +7,13 @@ from ...util.progress import Progress
 
 
 def add_parser(sub):
-    p = sub.add_parser("identify", help="identify the model from a rosbag2 recording",
-                       description="Reads joint states and currents (or efforts) from the bag, synchronises "
-                                   "them, converts currents to efforts, identifies, validates on the held-out "
-                                   "tail and writes DIR/result.yaml, DIR/identified.urdf (physically consistent "
-                                   "methods) and plots.")
+    p = sub.add_parser("identify", help="identify the model from rosbag2 recordings or tables",
+                       description="Reads joint states and currents (or efforts) from the bags and tables, "
+                                   "synchronises them, converts currents to efforts, checks them, identifies, "
+                                   "validates on the held-out samples (--holdout*, --validate-bag) and writes "
+                                   "OUTPUT/result.yaml, OUTPUT/identified.urdf (methods with standard parameters) "
+                                   "and plots. Give at least one --bag or --table; --urdf is needed unless "
+                                   "--payload --result.")
     p.add_argument("--bag", action="append", default=[],
                    help="rosbag2 folder (sqlite3 or mcap); repeat for several recordings (each its own segments)")
     p.add_argument("--table", action="append", default=[],
@@ -44,7 +46,9 @@ def add_parser(sub):
     p.add_argument("--payload", action="store_true",
                    help="identify a payload on the config's payload.frame with the arm known (--result or --urdf)")
     p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
-    p.add_argument("--frame", help="with --payload: link the payload is fixed to (default: payload.frame, tool0)")
+    p.add_argument("--frame",
+                   help="with --payload: link the payload is fixed to (default: payload.frame of the config, else "
+                        "tool0)")
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -6,13 +6,13 @@ from ...util.progress import Progress
 
 def add_parser(sub):
     p = sub.add_parser("validate", help="per-joint RMS of a result on another rosbag2 recording",
-                       description="Predicts the efforts of the bag with the identified parameters of DIR and "
-                                   "prints per-joint RMS and relative RMS; writes DIR/validation.yaml.")
+                       description="Predicts the efforts of the bag with the identified parameters of RESULT and "
+                                   "prints per-joint RMS and relative RMS; writes RESULT/validation.yaml.")
     p.add_argument("--bag", required=True, help="rosbag2 folder (or CSV/NPZ table) not used for the identification")
     p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
-    p.add_argument("--urdf", default=None, help="URDF (default: DIR/model.urdf)")
-    p.add_argument("--config", default=None, help="parameter YAML (default: DIR/config.yaml)")
-    p.add_argument("--output", default=None, help="validation YAML to write (default: DIR/validation.yaml)")
+    p.add_argument("--urdf", default=None, help="URDF (default: RESULT/model.urdf)")
+    p.add_argument("--config", default=None, help="parameter YAML (default: RESULT/config.yaml)")
+    p.add_argument("--output", default=None, help="validation YAML to write (default: RESULT/validation.yaml)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
