@@ -108,8 +108,7 @@ def read_rows_checked(source, cfg, model, settings, progress: Progress | None = 
     with single_threaded_blas():
         processed, checks, settings = read_checked([source], cfg, model, settings, progress, predict=predict)
         try:
-            for a in range(0, processed.n_samples, CHUNK_SAMPLES):
-                checks.gains.add(processed.store.read(a, a + CHUNK_SAMPLES))
+            _feed(checks.gains, processed.store, 0, processed.n_samples)
             findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
             lines = [f.line() for f in findings]
             for line in lines:
@@ -178,8 +177,7 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                 note, chosen = choice.summary(), True
             processed.keep_only([f.cutoff_hz for f in processed.filters].index(settings.filter.cutoff_hz))
         store, N = processed.store, processed.n_samples
-        for a in range(0, N, CHUNK_SAMPLES):            # the gain check on every processed sample
-            checks.gains.add(store.read(a, a + CHUNK_SAMPLES))
+        _feed(checks.gains, store, 0, N)               # the gain check on every processed sample
         findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
         warnings = [f.line() for f in findings]
         for line in warnings:
@@ -303,6 +301,12 @@ def _continuous(model) -> tuple:
     return tuple(getattr(model, "continuous_joints", ()))
 
 
+def _feed(gains, store, a: int, b: int) -> None:
+    """A gain check (`gain_check.GainCheck`) fed with rows a..b of a store, chunk by chunk."""
+    for c in range(a, b, CHUNK_SAMPLES):
+        gains.add(store.read(c, min(b, c + CHUNK_SAMPLES)))
+
+
 def _segment_times(processed: Processed) -> list[np.ndarray]:
     """Per stored segment, its samples' seconds from the start of its input."""
     return [processed.store.times(a, b) + seg.offset_s
@@ -323,8 +327,7 @@ def _other_recordings(model, result, vprocessed) -> list[str]:
     for k, spans in by_input.items():
         gains = GainCheck(model, predict=lambda d: result.predict(model, d.q, d.qd, d.qdd))
         for a, b in spans:
-            for c in range(a, b, CHUNK_SAMPLES):
-                gains.add(vprocessed.store.read(c, min(b, c + CHUNK_SAMPLES)))
+            _feed(gains, vprocessed.store, a, b)
         bad = off_prediction(gains.slopes())
         if bad:
             out.append(f"warning: validation recording {vprocessed.inputs[k].label}: its efforts are "
@@ -383,8 +386,7 @@ def validate_source(source, cfg, filter_options, model, base, values, threshold:
                                                 predict=lambda d: values_model.predict(model, d.q, d.qd, d.qdd))
         try:
             store, N = processed.store, processed.n_samples
-            for a in range(0, N, CHUNK_SAMPLES):
-                checks.gains.add(store.read(a, a + CHUNK_SAMPLES))
+            _feed(checks.gains, store, 0, N)
             findings = checks.recording_findings(processed, cfg.joint_states_topic, cfg.current_topic)
             if judge is not None:
                 findings += judge(checks.gains.slopes())

@@ -194,8 +194,8 @@ class RobotModel:
                     f"{child.get('link') if child is not None else '?'!r} move freely on "
                     f"{parent.get('link') if parent is not None else '?'!r}; this identifies an arm on a fixed "
                     f"base and would silently fix it. Remove the {jtype} joint (a fixed base), or identify a "
-                    "free-floating robot with robot_ident.mechanisms.floating_base (docs/user-guide.md: free-floating space "
-                    "robots)")
+                    "free-floating robot with robot_ident.mechanisms.floating_base (docs/user-guide.md: "
+                    "free-floating space robots)")
 
         locked_positions = dict(locked_positions or {})
         for name in locked_positions:

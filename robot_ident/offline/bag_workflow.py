@@ -19,6 +19,7 @@ from ..io.urdf_export import write_parameters
 from ..model.robot import FrictionOptions, RobotModel, read_urdf_text
 from ..util.atomic import atomic_write_text
 from ..util.progress import Progress
+from .inputs import print_stderr
 
 TRUTH_FILE = "robot_ident_truth.yaml"
 
@@ -118,11 +119,6 @@ def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, 
 
 
 # ----------------------------------------------------------------------- validate
-def _stderr(line: str) -> None:
-    import sys
-    print(line, file=sys.stderr)
-
-
 @dataclass
 class ValidateOutcome:
     report: ValidationReport
@@ -148,7 +144,7 @@ def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
 
 
 def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
-                 output=None, warn=_stderr) -> ValidateOutcome:
+                 output=None, warn=print_stderr) -> ValidateOutcome:
     """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
     other joints, a URDF of another layout, or a bag whose efforts do not follow the
     result's prediction (another robot) is a one-line error. Writes `output` (default

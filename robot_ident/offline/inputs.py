@@ -36,7 +36,8 @@ class IdentifyOutcome:
     cutoff_note: str = ""                      # the filter cutoff: set, chosen from the data, or why not
 
 
-def _stderr(line: str) -> None:
+def print_stderr(line: str) -> None:
+    """The default `warn` of the offline paths: a warning line on stderr."""
     import sys
     print(line, file=sys.stderr)
 
@@ -87,7 +88,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
         from ..mechanisms.closed_chain.config import closures_source
         source = {"config": str(config_path), **closures_source(model, cfg, config_path)}
         o = identify_sources(list(inputs), cfg, icfg, model, holdout=holdout, validate_sources=list(validate_inputs),
-                             progress=progress, auto_cutoff=auto, force=force, warn=warn or _stderr, plots=plots,
+                             progress=progress, auto_cutoff=auto, force=force, warn=warn or print_stderr, plots=plots,
                              source=source)
         if output is not None:
             with progress.stage("write"):

@@ -44,6 +44,7 @@ def run_design(args, cfg, joints) -> int:
 
 
 def run_identify(args) -> int:
+    from ...offline.inputs import print_stderr
     from ...offline.payload_workflow import format_payload, identify_payload_bag
     from ...util.progress import Progress
 
@@ -52,14 +53,9 @@ def run_identify(args) -> int:
     bag = args.bag[0] if isinstance(args.bag, list) else args.bag
     o = identify_payload_bag(bag, args.config, args.output, result_dir=args.result, urdf=args.urdf,
                              frame=args.frame, holdout=args.holdout, refit_friction=args.refit_friction,
-                             progress=Progress(quiet=args.quiet), force=args.force, warn=_stderr)
+                             progress=Progress(quiet=args.quiet), force=args.force, warn=print_stderr)
     print(f"arm model: {o.arm.source}")
     print(format_payload(o.estimate, o.holdout_rms))
     files = sorted(p.name for p in o.output.iterdir() if not p.name.startswith("."))
     print(f"payload folder: {o.output}/ ({', '.join(files)})")
     return 0
-
-
-def _stderr(line: str) -> None:
-    import sys
-    print(line, file=sys.stderr)
