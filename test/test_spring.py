@@ -6,6 +6,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
+import yaml
 
 from robot_ident.errors import ConfigError, ModelError
 from robot_ident.mechanisms.balancer import design_balancer
@@ -117,9 +118,14 @@ def test_palletiser_spring_identified_from_a_simulated_bag(tmp_path):
     assert o.validation_with["shoulder"] < 1.3 * o.noise["shoulder"]
     assert o.validation_without["shoulder"] > 3.0 * o.validation_with["shoulder"]
     assert (tmp_path / "with_spring" / "result.yaml").is_file()
+    # the model without the spring misses structure the data show, and says so; with it, nothing
+    quality = {k: yaml.safe_load((tmp_path / k / "result.yaml").read_text())["model_quality"]
+               for k in ("with_spring", "without_spring")}
+    assert quality["with_spring"]["good"] and "misses_structure" not in quality["with_spring"]
+    assert not quality["without_spring"]["good"]
+    assert "shoulder" in [f["joint"] for f in quality["without_spring"]["misses_structure"]]
     assert o.design.peak_after < o.design.peak_before
     # `robot-ident validate` rebuilds the spring model from the result folder's config
-    import yaml
 
     from robot_ident.cli import main
     assert main(["validate", "--bag", str(tmp_path / "valid_bag"), "--result", str(tmp_path / "with_spring"),
@@ -132,7 +138,6 @@ def test_simulate_command_puts_the_configs_spring_into_mujoco(tmp_path):
     """`robot-ident simulate` with a `springs:` config: the spring acts in MuJoCo (the
     efforts of a held pose differ from a spring-free run by the spring torque) and its
     K / F0 are in the truth file."""
-    import yaml
 
     from robot_ident.cli import main
     from robot_ident.excitation.families import PolynomialTrajectory

@@ -177,6 +177,13 @@ def test_coupled_wrist_identified_to_the_noise_floor(coupled_runs):
     plain = identify(cad, ident, settings)
     vp = validate_result(plain, cad, valid, settings, runs[1].effort_noise_std)
     assert vp.noise_ratio[3:].min() > 3.0, vp.noise_ratio
+    # ... and says so: its wrist residual follows another wrist joint's effort (the coupling
+    # the config lacks); the coupled model misses nothing
+    assert result.quality["good"] and "misses_structure" not in result.quality
+    assert not plain.quality["good"]
+    found = plain.quality["misses_structure"]
+    assert any(f["joint"] in cad.joint_names[3:] and f["probe"] in {f"effort of {j}" for j in cad.joint_names[3:]}
+               for f in found), found
 
 
 def test_bag_round_trip_converts_currents_through_the_coupling(tmp_path):

@@ -1,9 +1,11 @@
 """The identification problem in compressed form, accumulated chunk by chunk.
 
-For each joint j the kept rows [W_std_j | y_j | raw_j] (standard regressor, filtered
-effort, raw effort) are reduced by an incremental QR to their R factor, a square
-(n_std + 2) matrix: stacking a chunk's rows under the previous R and taking the R of
-that is the QR of all rows so far. Because Q is orthogonal,
+For each joint j the kept rows [W_std_j | y_j | raw_j | P_j] (standard regressor,
+filtered effort, raw effort, and the structure check's probes, structure_check.py) are
+reduced by an incremental QR to their R factor, a square matrix: stacking a chunk's
+rows under the previous R and taking the R of that is the QR of all rows so far. The
+leading (n_std + 2) block of that R is the R of [W_std_j | y_j | raw_j] alone (a QR's
+leading columns do not see the later ones). Because Q is orthogonal,
 
     ||y_j - W_j x||^2 = ||R_j [x; -1; 0]||^2     and     ||raw_j - W_j x||^2 = ||R_j [x; 0; -1]||^2
 
@@ -32,6 +34,7 @@ from ..errors import IdentificationError
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
 from .problem import IdentificationProblem
+from .structure_check import n_probes, probe_columns
 from .validation import RmsAccumulator, ValidationReport
 
 CHUNK_SAMPLES = 4000
@@ -39,14 +42,15 @@ PLOT_POINTS = 10_000     # samples kept for the plots of an identification
 
 
 class CompressedAccumulator:
-    """Per-joint R factors of [W_std | y | raw] over the rows outside the dead band."""
+    """Per-joint R factors of [W_std | y | raw | probes] over the rows outside the dead band."""
 
     def __init__(self, model: RobotModel, base: BaseParameters):
         if tuple(base.standard_names) != tuple(model.layout.names):
             raise IdentificationError("base parameters were computed for a different parameter layout")
         self.model, self.base = model, base
         self.n_std = model.layout.size
-        self.R = [np.zeros((0, self.n_std + 2)) for _ in range(model.n)]
+        self.n_cols = self.n_std + 2 + n_probes(model.n)
+        self.R = [np.zeros((0, self.n_cols)) for _ in range(model.n)]
         self.counts = np.zeros(model.n, dtype=np.int64)
         self.n_samples = 0
 
@@ -60,15 +64,17 @@ class CompressedAccumulator:
         if N == 0:
             return
         Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
+        probes = probe_columns(self.model, data)
         for j in range(n):
             rows = keep[:, j]
             m = int(rows.sum())
             if not m:
                 continue
-            block = np.empty((m, self.n_std + 2))
+            block = np.empty((m, self.n_cols))
             block[:, :self.n_std] = Ws[rows, j, :]
             block[:, self.n_std] = data.effort[rows, j]
             block[:, self.n_std + 1] = data.effort_raw[rows, j]
+            block[:, self.n_std + 2:] = probes[rows, j, :]
             self.R[j] = np.linalg.qr(np.vstack([self.R[j], block]), mode="r")
             self.counts[j] += m
 
@@ -78,8 +84,9 @@ class CompressedAccumulator:
             if self.counts[k] == 0:
                 raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band "
                                           "(is it moving at all?)")
-        stack = np.vstack(self.R)
-        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(self.R)])
+        lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
+        stack = np.vstack(lead)
+        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(lead)])
         Ws = stack[:, :self.n_std]
         return IdentificationProblem(self.base.regressor(Ws), stack[:, self.n_std], joint, model.joint_names,
                                      self.base.names, self.n_samples, self.base, Ws, model.layout,
@@ -87,7 +94,7 @@ class CompressedAccumulator:
 
     def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
         """Per joint RMS of raw effort - W x over the kept rows (base values x)."""
-        v = np.zeros(self.n_std + 2)
+        v = np.zeros(self.n_cols)
         v[:self.n_std] = self.base.standard_from_base(values)
         v[self.n_std + 1] = -1.0
         ss = np.array([float(np.sum((R @ v) ** 2)) for R in self.R])

@@ -1,6 +1,7 @@
 """Is the identified model determined by the data? A check run after every estimate.
 
-A result is *not a good model* when
+A result is *not a good model* when the model misses structure the data show
+(structure_check.py: a coupling, spring or gain the config gets wrong), or when
 
 - the condition number of the identification matrix exceeds `COND_THRESHOLD`
   (1e5; well-excited recordings of the demo arm give ~3e2, nearly rank-deficient
@@ -53,12 +54,15 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
             d["effort_change_per_std_percent"] = float(100 * impact[k])
         return d
     weakest = _weakest_direction(result, column_rms, effort_rms) if reasons else None
-    out = {"good": not reasons, "reasons": reasons, "condition_number": cond,
+    structure = list(result.extra.get("structure_findings") or ())    # structure_check.judge_structure
+    out = {"good": not reasons and not structure, "reasons": reasons, "condition_number": cond,
            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
            "poorly_determined": [row(k) for k in bad],
            "uncertain_but_negligible": [row(k) for k in over if k not in bad]}
     if weakest is not None:
         out["weakest_direction"] = weakest
+    if structure:
+        out["misses_structure"] = structure
     disagreements = list(result.extra.get("data_against_bounds") or ())
     geo = result.extra.get("com_region_note")
     if geo and "no geometry read" in geo:          # the physical bounds could not read any mesh
@@ -72,10 +76,22 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
     return out
 
 
+def quality_reasons(quality: dict) -> list[str]:
+    """Why a model is not good, in a few words each: the data's reasons, then the joints
+    that miss structure."""
+    found = quality.get("misses_structure") or []
+    return list(quality.get("reasons") or []) + (
+        ["the model misses structure on joint " + ", ".join(repr(f["joint"]) for f in found)] if found else [])
+
+
 def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
     """``warning:`` lines for a quality dict (empty when the model is good and nothing is listed)."""
+    from .structure_check import structure_warning
     lines = []
-    if not quality["good"]:
+    structure = structure_warning(quality.get("misses_structure") or [])
+    if structure:
+        lines.append(structure)
+    if quality["reasons"]:
         names = [p["name"] for p in quality["poorly_determined"]]
         listed = ", ".join(names[:max_names]) + (f" and {len(names) - max_names} more" if len(names) > max_names
                                                  else "")

@@ -263,6 +263,7 @@ def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progre
 def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_samples):
     from .pipeline import finish_result, identify, run_estimator
     from .store_hac import StoreRowSource
+    from .structure_check import check_structure
 
     if settings.method not in COMPRESSED_METHODS:
         if n_samples * model.n > MAX_ROWS_IN_MEMORY:
@@ -278,6 +279,7 @@ def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_
     problem = acc.problem()
     problem.rows = StoreRowSource(runs, model, base, thr, guard)     # the HAC covariance re-reads the rows
     result = run_estimator(problem, settings)
+    check_structure(result, acc, problem)
     # RMS over the true rows: the R factors' column sums of squares equal the rows'
     n_rows = max(problem.n_rows, 1)
     finish_result(result, model, settings, acc.raw_residual_rms(result.values),

@@ -29,15 +29,21 @@ from __future__ import annotations
 import numpy as np
 
 
+def cad_efforts(model, data) -> np.ndarray | None:
+    """(N, n) the CAD model's rigid-body efforts at the samples (None: no model to predict)."""
+    if hasattr(model, "rnea"):
+        return model.rnea(data.q, data.qd, data.qdd)
+    if hasattr(model, "efforts"):          # closed chains: the nominal model's efforts
+        return model.efforts(data.q, data.qd, data.qdd)
+    return None
+
+
 def gain_columns(model, data, pred=None) -> np.ndarray | None:
     """(N, n, 6): per sample and joint [1, qd, tanh(qd / scale), qdd, prediction, effort],
     the prediction by default the CAD model's rigid-body efforts (None: no model to predict)."""
     if pred is None:
-        if hasattr(model, "rnea"):
-            pred = model.rnea(data.q, data.qd, data.qdd)
-        elif hasattr(model, "efforts"):          # closed chains: the nominal model's efforts
-            pred = model.efforts(data.q, data.qd, data.qdd)
-        else:
+        pred = cad_efforts(model, data)
+        if pred is None:
             return None
     qd = data.qd
     scale = model.friction.coulomb_velocity_scale

@@ -106,10 +106,11 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
     return res
 
 
-def wls(problem: IdentificationProblem) -> IdentificationResult:
+def _weighted_solve(problem: IdentificationProblem):
+    """The two passes of WLS: (x, (Ww^T Ww)^-1, weighted residual, row weights, per-joint
+    weights 1 / sigma_j, cond(W))."""
     _check(problem)
     W, y = problem.W, problem.y
-    M, p = problem.n_rows, W.shape[1]
     _, _, r0, cond = _solve(W, y, problem.param_names)
     _, sigma_j = _per_joint(problem, r0)
     if (sigma_j <= 0).any():
@@ -117,10 +118,22 @@ def wls(problem: IdentificationProblem) -> IdentificationResult:
         raise IdentificationError(f"joint {j!r} has zero residual after OLS: its efforts are fitted "
                                   "exactly, so no noise level can be estimated for weighting")
     w = 1.0 / sigma_j[problem.joint_of_row]
+    x, inv_w, rw, _ = _solve(W * w[:, None], y * w, problem.param_names)
+    return x, inv_w, rw, w, 1.0 / sigma_j, cond
+
+
+def wls_values(problem: IdentificationProblem) -> np.ndarray:
+    """The WLS estimate alone (no covariance): the best fit of the model's structure."""
+    return _weighted_solve(problem)[0]
+
+
+def wls(problem: IdentificationProblem) -> IdentificationResult:
+    W, y = problem.W, problem.y
+    M, p = problem.n_rows, W.shape[1]
+    x, inv_w, rw, w, joint_w, cond = _weighted_solve(problem)
     Ww = W * w[:, None]
-    x, inv_w, rw, _ = _solve(Ww, y * w, problem.param_names)
     s2 = float(rw @ rw) / max(M - p, 1)
-    cov, info = _covariance(problem, Ww, rw, inv_w, x, 1.0 / sigma_j)
+    cov, info = _covariance(problem, Ww, rw, inv_w, x, joint_w)
     del Ww
     r = y - W @ x
     rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals

@@ -46,7 +46,8 @@ def write_result_folder(out: Path, model: RobotModel, result: IdentificationResu
         warn = None
         quality = result.quality
         if quality is not None and not quality.get("good", True):
-            warn = "NOT A GOOD MODEL: " + "; ".join(quality.get("reasons", []))
+            from ..estimation.conditioning import quality_reasons
+            warn = "NOT A GOOD MODEL: " + "; ".join(quality_reasons(quality))
         identified = write_identified_urdf(tmp, model, result, warning=warn)
         atomic_write_text(tmp / "model.urdf", model.urdf_xml)
         if config_text is not None:

@@ -52,7 +52,7 @@ def recorded_findings(result: dict | None, validation: dict | None) -> list[Find
             out.append(Finding("refusal", "identified with --force despite implausible input (see the warnings)",
                                "input checks"))
         quality = doc.get("model_quality") if isinstance(doc.get("model_quality"), dict) else {}
-        if quality and quality.get("good") is False:
+        if quality and quality.get("good") is False and quality.get("reasons"):
             out.append(Finding("warning", "the data do not determine the model ("
                                + "; ".join(map(str, quality.get("reasons") or [])) + "): identified.urdf is not "
                                "a good model", "identification"))

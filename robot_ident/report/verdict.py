@@ -2,7 +2,8 @@
 reasons, ranked by what they do to the predicted efforts.
 
 * **not trusted**: the input was implausible and forced through, the data do not
-  determine the model, or a joint's held-out error is more than `NOT_TRUSTED_RATIO` x
+  determine the model, the model misses structure the data show (a coupling, spring or
+  gain the config gets wrong), or a joint's held-out error is more than `NOT_TRUSTED_RATIO` x
   its noise level: the predicted efforts are wrong by more than the sensors' noise;
 * **usable, with the caveats named**: warnings remain (a body held at a bound, a lag
   corrected, a joint not validated, a held-out error above `CAVEAT_RATIO` x the noise);
@@ -42,7 +43,7 @@ def verdict(findings, validation_rows, joints) -> Verdict:
     for f in findings:
         if f.level == "note":
             continue
-        if f.level == "refusal" or "do not determine the model" in f.text:
+        if f.level == "refusal" or "do not determine the model" in f.text or "misses structure" in f.text:
             fatal.append(f.text)
             continue
         joint = _joint_of(f.text, joints)

@@ -124,7 +124,8 @@ def run(args) -> int:
     print(f"method {r.method}: {r.n_samples} samples, {r.n_rows} equations, {len(r.values)} base parameters, "
           f"condition number {r.condition_number:.1f}")
     if r.quality is not None and not r.quality["good"]:
-        print("model quality: NOT A GOOD MODEL (" + "; ".join(r.quality["reasons"]) + "); see the warning above "
+        from ...estimation.conditioning import quality_reasons
+        print("model quality: NOT A GOOD MODEL (" + "; ".join(quality_reasons(r.quality)) + "); see the warning above "
               "and model_quality in result.yaml")
     n_warn = sum(1 for w in o.warnings if not w.startswith("note:"))
     if n_warn:

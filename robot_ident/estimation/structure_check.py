@@ -1,0 +1,154 @@
+"""Does the model's structure fit the data? A check run after every estimate.
+
+A held-out / in-sample ratio cannot see a structural error (a coupling, a spring or a
+gain left out of the config): the model is then equally wrong on both. What can see
+it is what the residual follows. Per joint j, the residual of the best fit of the
+model's structure (WLS) is regressed on probes the model does not contain:
+
+- its own position q_j: a spring or a balancer the config lacks (``springs:``);
+- each other joint's measured effort y_l: a coupling the config lacks or gets wrong
+  (``transmissions:``), or two channels crossed;
+- each other joint's CAD effort (rigid-body, from the positions): two channels crossed,
+  the joint's efforts moving as another joint's should;
+- its own regressor with the joint's parameters freed from the other joints'
+  (``own``): the joints disagree about the parameters they share, as a torque constant
+  or gear ratio wrong on one joint, or a wrong sign of a coupling, makes them;
+- its own prediction (``gain``): the slope says by how much the joint's efforts are
+  larger or smaller than what the other joints imply.
+
+Every quantity comes from the per-joint R factors of [W_std | y | raw | probes] that
+the compressed problem keeps (compressed.py): an inner product of two combinations a,
+b of the columns over the rows is (R a) . (R b), so nothing is re-read. A probe
+explains a share of the residual's variance (after its mean); a joint *misses
+structure* when its residual is a visible part of its effort and one probe explains
+most of it (`judge_structure`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.signals import ProcessedData
+
+
+def n_probes(n_joints: int) -> int:
+    """Probe columns per joint: a constant, the joint's position, the other joints' measured
+    and CAD efforts."""
+    return 2 * n_joints
+
+
+def probe_columns(model, data: ProcessedData) -> np.ndarray:
+    """(N, n, 2 n): for joint j, [1, q_j, y_l for l != j, cad_l for l != j] (filtered
+    efforts; the CAD model's rigid-body efforts, zeros for a model that has none)."""
+    from .gain_check import cad_efforts
+    N, n = data.q.shape
+    cad = cad_efforts(model, data)
+    cad = np.zeros((N, n)) if cad is None else cad
+    out = np.empty((N, n, 2 * n))
+    out[:, :, 0] = 1.0
+    out[:, :, 1] = data.q
+    for j in range(n):
+        out[:, j, 2:n + 1] = np.delete(data.effort, j, axis=1)
+        out[:, j, n + 1:] = np.delete(cad, j, axis=1)
+    return out
+
+
+def _ss_left(A: np.ndarray, r: np.ndarray) -> float:
+    """Sum of squares of `r` left after least squares on the columns `A` (rows: any factor
+    with the same Gram matrix as the samples')."""
+    if A.shape[1] == 0:
+        return float(r @ r)
+    coef = np.linalg.lstsq(A, r, rcond=None)[0]
+    e = r - A @ coef
+    return float(e @ e)
+
+
+def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names) -> list[dict]:
+    """Per joint: {joint, relative_rms (residual / effort RMS over the kept rows),
+    explained: {probe: share of the centred residual variance}, gain_slope}."""
+    n = len(joint_names)
+    out = []
+    for j, R in enumerate(R_factors):
+        m = R.shape[1]
+        v_r = np.zeros(m)
+        v_r[:n_std], v_r[n_std] = -x_std, 1.0
+        v_p = np.zeros(m)
+        v_p[:n_std] = x_std
+        r, pred, y = R @ v_r, R @ v_p, R[:, n_std]
+        P = R[:, n_std + 2:]
+        one = P[:, :1]
+        ss0 = _ss_left(one, r)
+        yy = float(y @ y)
+        rel = float(np.sqrt(float(r @ r) / yy)) if yy > 0 else float("nan")
+        share = (lambda A: max(0.0, 1.0 - _ss_left(np.column_stack([one, A]), r) / ss0)) if ss0 > 0 else \
+            (lambda A: 0.0)
+        explained = {"position": share(P[:, 1:2]), "own": share(R[:, :n_std]), "gain": share(pred[:, None])}
+        others = [joint_names[k] for k in range(n) if k != j]
+        for k, name in enumerate(others):
+            explained[f"effort of {name}"] = share(P[:, 2 + k:3 + k])
+            explained[f"CAD effort of {name}"] = share(P[:, n + 1 + k:n + 2 + k])
+        pc = pred - one[:, 0] * (float(one[:, 0] @ pred) / float(one[:, 0] @ one[:, 0]))
+        slope = float(pc @ r) / float(pc @ pc) if float(pc @ pc) > 0 else float("nan")
+        out.append({"joint": joint_names[j], "relative_rms": rel, "explained": explained, "gain_slope": slope})
+    return out
+
+
+# Thresholds, from the faults and the public logs of real arms (bench/structure.py): on the
+# four real logs no probe but `own` explains more than 0.29 of a joint's residual and `own`
+# at most 0.75; a missing spring, coupling, a 1.3x torque constant on one joint and crossed
+# channels reach 0.9-1.0.
+PROBE_SHARE = 0.5        # a named probe (position, another joint's effort) explains this much ...
+OWN_SHARE = 0.9          # ... or the joint's own terms freed from the others this much ...
+MIN_REMOVED = 0.01       # ... and it would remove this fraction of the joint's effort RMS
+
+
+def judge_structure(diagnostics: list[dict]) -> list[dict]:
+    """The joints whose residual follows something the model lacks:
+    [{joint, cause, probe, share, relative_rms, gain}], the named probe first."""
+    out = []
+    for d in diagnostics:
+        rel, ex = d["relative_rms"], d["explained"]
+        if not np.isfinite(rel):
+            continue
+        removed = lambda share: rel * (1.0 - np.sqrt(max(0.0, 1.0 - share)))  # noqa: E731
+        named = {k: v for k, v in ex.items() if k != "own" and k != "gain"}
+        probe = max(named, key=named.get) if named else None
+        if probe is not None and named[probe] >= PROBE_SHARE and removed(named[probe]) >= MIN_REMOVED:
+            other = probe.rpartition("effort of ")[2]
+            cause = ("a spring or balancer that springs: lacks or places wrong" if probe == "position" else
+                     f"crossed channels? (its efforts move as joint {other!r}'s should)" if probe.startswith("CAD")
+                     else f"a coupling with joint {other!r} that transmissions: lacks or gets wrong, or crossed "
+                          "current channels")
+            out.append({"joint": d["joint"], "probe": probe, "share": named[probe], "relative_rms": rel,
+                        "cause": cause, "gain": 1.0 + d["gain_slope"]})
+        elif ex["own"] >= OWN_SHARE and removed(ex["own"]) >= MIN_REMOVED:
+            out.append({"joint": d["joint"], "probe": "own", "share": ex["own"], "relative_rms": rel,
+                        "cause": "the joints disagree about the parameters they share: a torque constant, gear ratio "
+                                 "or direction wrong on this joint or another, a coupling or spring the config lacks, "
+                                 "or crossed channels", "gain": 1.0 + d["gain_slope"]})
+    return out
+
+
+def structure_warning(found: list[dict]) -> str | None:
+    """One ``warning:`` line for `judge_structure`'s joints (None: nothing found)."""
+    if not found:
+        return None
+    parts = []
+    for f in sorted(found, key=lambda f: f["probe"] == "own"):      # the named causes first
+        what = ("its own position" if f["probe"] == "position" else
+                "its own terms freed from the other joints'" if f["probe"] == "own" else f["probe"])
+        parts.append(f"joint {f['joint']!r}: {100 * f['share']:.0f} % of its residual ({100 * f['relative_rms']:.3g} % "
+                     f"of its effort RMS) follows {what}: {f['cause']}")
+    return ("warning: identification: the model misses structure the data show (a config error, not noise; a "
+            "held-out / in-sample ratio cannot see it, both are equally wrong): " + "; ".join(parts)
+            + "; identified.urdf is NOT a good model until the config matches the arm")
+
+
+def check_structure(result, acc, problem=None) -> None:
+    """The diagnostics of the best fit of the structure (WLS on the compressed problem of
+    the accumulator `acc`) into ``result.extra['structure']``, and the joints that miss
+    structure into ``result.extra['structure_findings']`` (conditioning.assess_quality)."""
+    from .least_squares import wls_values
+    x_std = acc.base.standard_from_base(wls_values(problem if problem is not None else acc.problem()))
+    diag = structure_diagnostics(acc.R, acc.n_std, x_std, acc.model.joint_names)
+    result.extra["structure"] = diag
+    result.extra["structure_findings"] = judge_structure(diag)
