@@ -115,29 +115,39 @@ def judge_structure(diagnostics: list[dict]) -> list[dict]:
         if probe is not None and named[probe] >= PROBE_SHARE and removed(named[probe]) >= MIN_REMOVED:
             other = probe.rpartition("effort of ")[2]
             cause = ("a spring or balancer that springs: lacks or places wrong" if probe == "position" else
-                     f"crossed channels? (its efforts move as joint {other!r}'s should)" if probe.startswith("CAD")
-                     else f"a coupling with joint {other!r} that transmissions: lacks or gets wrong, or crossed "
-                          "current channels")
+                     f"crossed channels (its efforts move as joint {other!r}'s should), or a gain error the fit "
+                     "spreads" if probe.startswith("CAD")
+                     else f"a coupling with joint {other!r} that transmissions: lacks or gets wrong, crossed "
+                          "current channels, or a gain error the fit spreads")
             out.append({"joint": d["joint"], "probe": probe, "share": named[probe], "relative_rms": rel,
                         "cause": cause, "gain": 1.0 + d["gain_slope"]})
         elif ex["own"] >= OWN_SHARE and removed(ex["own"]) >= MIN_REMOVED:
             out.append({"joint": d["joint"], "probe": "own", "share": ex["own"], "relative_rms": rel,
-                        "cause": "the joints disagree about the parameters they share: a torque constant, gear ratio "
-                                 "or direction wrong on this joint or another, a coupling or spring the config lacks, "
-                                 "or crossed channels", "gain": 1.0 + d["gain_slope"]})
+                        "cause": "the joints disagree about the parameters they share -- a torque constant, gear "
+                                 "ratio or direction wrong on one of them or another joint, a coupling or spring the "
+                                 "config lacks, or crossed channels", "gain": 1.0 + d["gain_slope"]})
     return out
 
 
 def structure_warning(found: list[dict]) -> str | None:
-    """One ``warning:`` line for `judge_structure`'s joints (None: nothing found)."""
+    """One ``warning:`` line for `judge_structure`'s joints (None: nothing found): the joints
+    with a named probe one by one, those whose own terms disagree with the others' together."""
     if not found:
         return None
     parts = []
-    for f in sorted(found, key=lambda f: f["probe"] == "own"):      # the named causes first
+    for f in (f for f in found if f["probe"] != "own"):
+        other = f["probe"].rpartition("effort of ")[2]
         what = ("its own position" if f["probe"] == "position" else
-                "its own terms freed from the other joints'" if f["probe"] == "own" else f["probe"])
+                f"joint {other!r}'s CAD effort" if f["probe"].startswith("CAD") else f"joint {other!r}'s effort")
         parts.append(f"joint {f['joint']!r}: {100 * f['share']:.0f} % of its residual ({100 * f['relative_rms']:.3g} % "
                      f"of its effort RMS) follows {what}: {f['cause']}")
+    own = [f for f in found if f["probe"] == "own"]
+    if own:
+        parts.append(("joint " if len(own) == 1 else "joints ") + ", ".join(repr(f["joint"]) for f in own)
+                     + ": " + ", ".join(f"{100 * f['share']:.0f} %" for f in own)
+                     + " of the residual (" + ", ".join(f"{100 * f['relative_rms']:.3g} %" for f in own)
+                     + " of the effort RMS) would vanish with each joint's terms freed from the other joints': "
+                     + own[0]["cause"])
     return ("warning: identification: the model misses structure the data show (a config error, not noise; a "
             "held-out / in-sample ratio cannot see it, both are equally wrong): " + "; ".join(parts)
             + "; identified.urdf is NOT a good model until the config matches the arm")
