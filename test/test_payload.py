@@ -271,3 +271,22 @@ def test_a_clean_payload_recording_gives_no_warning(payload_bag, demo_urdf, tmp_
     assert "warning:" not in err, err
     checks = yaml.safe_load((out / "payload.yaml").read_text())["input_checks"]
     assert not checks["forced"] and not [w for w in checks["warnings"] if w.startswith("warning:")], checks
+
+
+@pytest.mark.parametrize("joint, factor", [("wrist_3", 2.0), ("wrist_1", 2.0), ("wrist_1", 1.3)])
+def test_a_wrong_wrist_gain_is_not_absorbed_into_the_payload(payload_bag, demo_urdf, tmp_path, capsys, joint,
+                                                             factor):
+    """One wrist torque constant off (issue 31: x2 gave 4.992 +- 0.0005 kg for the 2 kg tool,
+    every parameter 'well determined'): the joints disagree about the payload they share,
+    and the payload is marked not trustworthy by joint."""
+    doc = yaml.safe_load(CONFIG.read_text())
+    kt = doc["robot_ident"]["ros__parameters"]["actuators"][joint]["torque_constant"]
+    cfg = _payload_config(tmp_path, **{joint: {"torque_constant": factor * kt}})
+    out = tmp_path / "pay"
+    assert run_cli("identify", "--payload", "--bag", payload_bag / "bag", "--urdf", demo_urdf, "--config", cfg,
+                   "--output", out, "--quiet", "--force") == 0
+    io = capsys.readouterr()
+    assert "misses structure" in io.err and "payload is NOT trustworthy" in io.err, io.err
+    assert "payload NOT trustworthy" in io.out
+    found = yaml.safe_load((out / "payload.yaml").read_text())["payload"]["misses_structure"]
+    assert found, "nothing found"

@@ -113,6 +113,8 @@ class PayloadEstimate:
     residual_rms: dict                # per joint used, raw effort minus prediction
     condition_number: float
     notes: list[str] = field(default_factory=list)
+    # joints whose residual follows what the model lacks (structure_check.judge_structure)
+    misses_structure: list = field(default_factory=list)
 
     @property
     def mass(self) -> float:
@@ -168,6 +170,7 @@ class PayloadEstimate:
                             "well_determined": bool(w)}
                            for n, v, s, dt, w in zip(names, self.values, self.std, self.determined,
                                                      self.well_determined)],
+            "misses_structure": list(self.misses_structure),
             "rank": int(self.rank), "unknowns": 10 + len(self.nuisance_names),
             "condition_number": float(self.condition_number),
             "determined": [n for n, dt in zip(names, self.determined) if dt],
@@ -271,8 +274,14 @@ def identify_payload(model: RobotModel, pm: PayloadModel, q, qd, qdd, effort, ro
     if not phi[0] > 0:
         notes.append(f"identified mass {phi[0]:.4g} kg is not positive: is there a payload, is the arm model right?")
     rms = {j: float(sig[k]) for k, j in enumerate(used)}
+    from ..data.signals import ProcessedData
+    from .structure_check import structure_of_rows
+    effort = np.asarray(effort, float)
+    samples = ProcessedData(np.zeros(N), model.joint_names, np.asarray(q), np.asarray(qd), np.asarray(qdd), effort,
+                            effort)
+    _, missed = structure_of_rows(model, samples, s_idx, jk, A, b, x)
     return PayloadEstimate(pm.frame, phi, phi_std, det[:10], well, r, nuis_names, x[10:], std[10:], used,
-                           int(N), int(len(b)), rms, cond, notes)
+                           int(N), int(len(b)), rms, cond, notes, missed)
 
 
 # --------------------------------------------------------------------------- config

@@ -63,22 +63,24 @@ def _ss_left(A: np.ndarray, r: np.ndarray) -> float:
 
 
 def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names) -> list[dict]:
-    """Per joint: {joint, relative_rms (residual / effort RMS over the kept rows),
+    """Per joint: {joint, relative_rms (residual / measured effort RMS over the kept rows),
     explained: {probe: share of the centred residual variance}, gain_slope}."""
     n = len(joint_names)
     out = []
     for j, R in enumerate(R_factors):
+        if R.shape[0] == 0:             # a joint without rows (the payload's unused joints)
+            continue
         m = R.shape[1]
         v_r = np.zeros(m)
         v_r[:n_std], v_r[n_std] = -x_std, 1.0
         v_p = np.zeros(m)
         v_p[:n_std] = x_std
-        r, pred, y = R @ v_r, R @ v_p, R[:, n_std]
+        r, pred, raw = R @ v_r, R @ v_p, R[:, n_std + 1]
         P = R[:, n_std + 2:]
         one = P[:, :1]
         ss0 = _ss_left(one, r)
-        yy = float(y @ y)
-        rel = float(np.sqrt(float(r @ r) / yy)) if yy > 0 else float("nan")
+        ee = float(raw @ raw)
+        rel = float(np.sqrt(float(r @ r) / ee)) if ee > 0 else float("nan")
         share = (lambda A: max(0.0, 1.0 - _ss_left(np.column_stack([one, A]), r) / ss0)) if ss0 > 0 else \
             (lambda A: 0.0)
         explained = {"position": share(P[:, 1:2]), "own": share(R[:, :n_std]), "gain": share(pred[:, None])}
@@ -162,3 +164,18 @@ def check_structure(result, acc, problem=None) -> None:
     diag = structure_diagnostics(acc.R, acc.n_std, x_std, acc.model.joint_names)
     result.extra["structure"] = diag
     result.extra["structure_findings"] = judge_structure(diag)
+
+
+def structure_of_rows(model, data: ProcessedData, sample, joint, A: np.ndarray, y: np.ndarray,
+                      x: np.ndarray) -> tuple[list[dict], list[dict]]:
+    """(diagnostics, joints that miss structure) of a problem held as rows (the payload's):
+    row i is joint `joint[i]` at sample `sample[i]` of `data`, y = A x the fitted equation;
+    the probes are the samples' and the effort RMS the measured effort's."""
+    probes = probe_columns(model, data)
+    R = []
+    for j in range(model.n):
+        rows = joint == j
+        block = np.column_stack([A[rows], y[rows], data.effort[sample[rows], j], probes[sample[rows], j, :]])
+        R.append(np.linalg.qr(block, mode="r") if rows.any() else np.zeros((0, block.shape[1])))
+    diag = structure_diagnostics(R, A.shape[1], x, model.joint_names)
+    return diag, judge_structure(diag)

@@ -143,6 +143,8 @@ def format_payload(est: PayloadEstimate, rms: dict | None = None) -> str:
     for p in d["parameters"]:
         status = ("well determined" if p["well_determined"] else "determined, poorly (large std)"
                   if p["determined"] else "NOT determined by this motion")
+        if d["misses_structure"] and p["determined"]:
+            status += " -- NOT trustworthy: the model misses structure"
         lines.append(f"{p['name']:<10}{p['value']:>13.6g}{p['std']:>12.3g}  {status}")
     lines.append(f"joints used: {', '.join(est.joints_used)}; {est.n_rows} equations, rank {est.rank} of "
                  f"{10 + len(est.nuisance_names)} unknowns (with {', '.join(est.nuisance_names) or 'no'} "
@@ -151,4 +153,7 @@ def format_payload(est: PayloadEstimate, rms: dict | None = None) -> str:
         lines.append("held-out RMS (raw effort):  " + ", ".join(
             f"{j} {v['with_payload']:.4g} (arm only {v['arm_only']:.4g})" for j, v in rms.items()))
     lines += [f"note: {n}" for n in d["notes"]]
+    if d["misses_structure"]:
+        lines.append("payload NOT trustworthy: the residual follows what the model lacks on joint "
+                     + ", ".join(repr(f["joint"]) for f in d["misses_structure"]) + " (see the warning)")
     return "\n".join(lines)

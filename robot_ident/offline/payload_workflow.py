@@ -31,14 +31,19 @@ def identify_payload_bag(bag, config_path, output, result_dir=None, urdf=None, f
             section = dict(cfg.section("payload"), **({"frame": frame} if frame else {}))
             PayloadModel(arm.model, payload_config(section, arm.model).frame)   # bad input fails before reading
         from ..estimation.flow import read_rows_checked
+        from ..estimation.structure_check import structure_warning
         with progress.stage("read bag"):
             # the gains against the CAD model with a tool on the last body fitted alongside: the
             # payload the URDF lacks is explained there, a wrong torque constant or direction is not
             parts, summary, warnings, _ = read_rows_checked(bag, cfg, arm.model, icfg.settings, progress,
                                                             force=force, warn=warn)
         with progress.stage("identify payload"):
-            return payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
-                                      source={"bag": str(bag), "config": str(config_path)},
-                                      input_checks={"warnings": warnings, "forced": bool(force)})
+            o = payload_from_parts(parts, summary, cfg, icfg, arm, output, frame, holdout, refit_friction,
+                                   source={"bag": str(bag), "config": str(config_path)},
+                                   input_checks={"warnings": warnings, "forced": bool(force)})
+        line = structure_warning(o.estimate.misses_structure)
+        if line and warn is not None:
+            warn(line.replace("identified.urdf is NOT a good model", "the payload is NOT trustworthy"))
+        return o
     finally:
         release_output(output)
