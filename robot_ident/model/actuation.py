@@ -32,6 +32,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from ..util.config_keys import unknown_key_hint
 
 ACTUATOR_TYPES = ("rotary", "screw", "direct")
 
@@ -129,9 +130,9 @@ class Actuator:
             if key == "type":
                 continue
             if key not in allowed:
-                all_keys = sorted(set(k for ks in _KEYS.values() for k in ks))
+                all_keys = {"type"} | set(k for ks in _KEYS.values() for k in ks)
                 hint = (f"it does not apply to type {typ!r}" if key in all_keys
-                        else f"known keys: type, {', '.join(all_keys)}")
+                        else unknown_key_hint(key, all_keys))
                 raise _error(joint, str(key), f"unexpected key {key!r}: {hint}")
         for key in _REQUIRED[typ]:
             if key not in entry:
