@@ -85,7 +85,7 @@ class CoupledGroup:
         where = f"transmission {name!r}"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}: expected a mapping with joints and a coupling matrix, got {entry!r}")
-        check_keys(entry, _GROUP_KEYS, where)
+        check_keys(entry, _GROUP_KEYS, str(name))      # the caller names the section (transmissions)
         joints = entry.get("joints")
         if not isinstance(joints, (list, tuple)) or not all(isinstance(j, str) and j for j in joints):
             raise ConfigError(f"{where}: 'joints' must be a list of joint names, got {joints!r}")

@@ -108,12 +108,13 @@ def parse_collision_section(d, where: str = "excitation.collision", base_dir: st
         kw["floor"] = None if f is None else float(f)
     boxes = d.get("boxes") or []
     if isinstance(boxes, Mapping):      # {name: {size, xyz, rpy}}: the form ROS 2 parameters can hold
-        boxes = [dict(v, name=k) if isinstance(v, Mapping) else v for k, v in boxes.items()]
-    if not isinstance(boxes, list):
+        boxes = [(f"{where}.boxes.{k}", dict(v, name=k) if isinstance(v, Mapping) else v) for k, v in boxes.items()]
+    elif isinstance(boxes, list):
+        boxes = [(f"{where}.boxes[{i}]", b) for i, b in enumerate(boxes)]
+    else:
         raise ConfigError(f"{where}.boxes must be a list of {{name, size, xyz, rpy}}")
     out, names = [], set()
-    for i, b in enumerate(boxes):
-        w = f"{where}.boxes[{i}]"
+    for i, (w, b) in enumerate(boxes):
         if not isinstance(b, Mapping):
             raise ConfigError(f"{w} must be a mapping {{name, size, xyz, rpy}}")
         check_keys(b, _BOX_KEYS, w)
