@@ -196,7 +196,10 @@ def test_the_top_level_leaves_a_key_far_from_every_known_one_alone(tmp_path):
     assert check_config(cfg, URDF).joint_names == tuple(JOINTS)
 
 
-@pytest.mark.parametrize("key", section("(closures file)").names() | section("(closures file).closures[]").names())
+CLOSURE_FILE_KEYS = sorted(section("(closures file)").names() | section("(closures file).closures[]").names())
+
+
+@pytest.mark.parametrize("key", CLOSURE_FILE_KEYS)
 def test_a_misspelt_key_of_the_closures_file_is_refused(tmp_path, key):
     from robot_ident.mechanisms.closed_chain.spec import ClosedChainSpec
     doc = {"urdf": "five_bar.urdf", "actuated": ["act1", "act2"],

@@ -138,7 +138,7 @@ TRANSMISSION = Section("transmissions.<group>", "Coupled motors: qd_motor = M qd
                        "model/transmission.py", (
     Key("joints", "list[str]", "", UNSET, "the group's joints (at least two; required)",
         example=["joint5", "joint6"]),
-    Key("motors", "list[str]", "", UNSET, "the motors' names (unset: <group>_m1 .. <group>_mK)"),
+    Key("motors", "list[str]", "", UNSET, "the motors' names (unset: `<group>_m1` .. `<group>_mK`)"),
     Key("motor_from_joint", "matrix", "", UNSET, "M, rows of numbers (or a flat row-major list); this or the next",
         example=[[1.0, 0.0], [-1.0, 1.0]]),
     Key("joint_from_motor", "matrix", "", UNSET, "C = M^-1 instead of M"),
@@ -262,13 +262,13 @@ COLLISION = Section("excitation.collision", "Distances kept between the robot's 
     Key("srdf", "str or null", "path", code_default(CollisionSpec, "srdf"),
         "a MoveIt SRDF whose disable_collisions pairs are not checked (relative: to this file)"),
     Key("package_dirs", "list[str]", "path", code_default(CollisionSpec, "package_dirs"),
-        "where package://<pkg>/ meshes are looked up (<dir>/<pkg>/...)"),
+        "where `package://<pkg>/` meshes are looked up (`<dir>/<pkg>/...`)"),
     Key("allow_without_collision_model", "bool", "", code_default(CollisionSpec, "allow_without_collision_model"),
         "excitation node: run even if the URDF has no collision geometry"),
 ))
 
 BOX = Section("excitation.collision.boxes.<name>", "One box of the environment.", "excitation/collision/spec.py", (
-    Key("name", "str", "", UNSET, "the box's name (unset: its key, or box<i> in a list)"),
+    Key("name", "str", "", UNSET, "the box's name (unset: its key, or `box<i>` in a list)"),
     Key("size", "[x, y, z]", "m", UNSET, "full edge lengths (required)", example=[0.6, 0.1, 0.8]),
     Key("xyz", "[x, y, z]", "m", code_default(BoxSpec, "xyz"), "the centre in the root link's frame"),
     Key("rpy", "[r, p, y]", "rad", code_default(BoxSpec, "rpy"), "the orientation"),
@@ -289,9 +289,9 @@ SIMULATION = Section("simulation", "How the simulated arm differs from the URDF,
 
 SIM_JOINT = Section("simulation.joints.<joint>", "One joint's (or motor's) truth.", "sim/config.py", (
     Key("armature", "float", "kg*m^2 or kg", 0.0, "rotor inertia reflected to the joint"),
-    Key("coulomb", "float", "N*m or N", UNSET, "Coulomb friction (unset: the URDF's <dynamics friction>, else 0)"),
+    Key("coulomb", "float", "N*m or N", UNSET, "Coulomb friction (unset: the URDF's `<dynamics friction>`, else 0)"),
     Key("viscous", "float", "N*m*s/rad or N*s/m", UNSET,
-        "viscous friction (unset: the URDF's <dynamics damping>, else 0)"),
+        "viscous friction (unset: the URDF's `<dynamics damping>`, else 0)"),
     Key("offset", "float", "N*m or N", 0.0, "a constant effort offset"),
 ))
 
@@ -305,7 +305,7 @@ PAYLOAD = Section("payload", "Payload identification with the arm known.", "esti
     Key("joints", "list[str]", "", UNSET,
         "the joints excited in the design (unset: the last three identified joints that carry the frame)"),
     Key("pose", "joint -> float", ANGLE, code_default(PayloadConfig, "pose"),
-        "where the other joints are held (unset: 0, or mid-range when 0 is outside the limits)"),
+        "where the other joints are held (a joint not listed: 0, or mid-range when 0 is outside the limits)"),
     Key("name", "str", "", code_default(PayloadConfig, "name"), "the payload's link name in the identified URDF"),
     Key("known_arm", "str or null", "path", code_default(PayloadConfig, "known_arm"),
         "the arm's result folder the node uses by default"),
@@ -339,7 +339,7 @@ CLOSURES_FILE = Section("(closures file)", "The loop-closure YAML the `closures`
 
 CLOSURE = Section("(closures file).closures[]", "Two points on two tree links that must coincide.",
                   "mechanisms/closed_chain/spec.py", (
-    Key("name", "str", "", UNSET, "the closure's name (unset: closure<i>)"),
+    Key("name", "str", "", UNSET, "the closure's name (unset: `closure<i>`)"),
     Key("link_a", "str", "", UNSET, "one link (required)"),
     Key("point_a", "[x, y, z]", "m", code_default(Closure, "point_a"), "the point in link_a's frame"),
     Key("link_b", "str", "", UNSET, "the other link (required)"),
