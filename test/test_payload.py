@@ -107,7 +107,7 @@ def test_wrist_motion_determines_all_ten_and_one_axis_does_not(demo_urdf):
 
 def test_payload_config_errors(demo_urdf):
     cad = RobotModel(demo_urdf)
-    with pytest.raises(ConfigError, match=r"payload: unknown key\(s\) mass"):
+    with pytest.raises(ConfigError, match=r"payload.mass: unknown key"):
         payload_config({"mass": 2.0}, cad)
     with pytest.raises(ConfigError, match="'flange' is not a link"):
         payload_config({"frame": "flange"}, cad)

@@ -88,8 +88,8 @@ class SyncOptions:
     min_segment_s: float = 0.0
     min_samples: int = 3
     use_velocity: bool = True
-    max_lag_s: float | None = None      # lag search bound between the topics (data/lag.py); None: 0.05 s
-    lag_threshold_s: float | None = None  # lags above this are corrected; None: 0.001 s
+    max_lag_s: float | None = None      # lag search bound between the topics; None: lag.MAX_LAG_S (0.05 s)
+    lag_threshold_s: float | None = None  # lags above this are corrected; None: lag.CORRECT_ABOVE_S (0.5 ms)
 
     def __post_init__(self):
         for name in ("rate_hz", "max_gap_s", "jump_back_s", "max_lag_s", "lag_threshold_s"):

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..util.config_keys import check_keys
 
 TINY_MASS = 1e-3        # kg: below this the CAD mass is treated as unknown (absolute range)
 SPHERE_PAD = 0.05       # m, added to the kinematic sphere radius
@@ -91,6 +92,7 @@ class BodyRegion:
 # ------------------------------------------------------------------------ config
 _KEYS = {"prior_relative_std", "mass_ratio", "mass_absolute", "total_mass", "com_region", "com_radius",
          "geometry_margin", "bodies"}
+_BODY_KEYS = {"mass", "com_radius"}       # bodies.<joint>
 
 
 def _pair(v, where: str, allow_none: bool = False):
@@ -117,9 +119,7 @@ def parse_physical_bounds(section, where: str = "identification.physical") -> Ph
         return PhysicalBounds()
     if not isinstance(section, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {section!r}")
-    unknown = set(section) - _KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+    check_keys(section, _KEYS, where)
     d = PhysicalBounds()
     region = section.get("com_region", d.com_region)
     if region not in ("geometry", "sphere", "none"):
@@ -130,8 +130,9 @@ def parse_physical_bounds(section, where: str = "identification.physical") -> Ph
         raise ConfigError(f"{where}.bodies: expected a mapping joint -> {{mass, com_radius}}, got {raw!r}")
     for joint, spec in raw.items():
         w = f"{where}.bodies.{joint}"
-        if not isinstance(spec, Mapping) or set(spec) - {"mass", "com_radius"}:
+        if not isinstance(spec, Mapping):
             raise ConfigError(f"{w}: expected a mapping with keys mass and/or com_radius, got {spec!r}")
+        check_keys(spec, _BODY_KEYS, w)
         bodies[str(joint)] = {k: (_pair(v, f"{w}.mass") if k == "mass" else _positive(v, f"{w}.com_radius"))
                               for k, v in spec.items()}
     margin = section.get("geometry_margin", d.geometry_margin)

@@ -337,12 +337,10 @@ class PayloadConfig:
 
 def payload_config(section, model: RobotModel | None = None, where: str = "payload") -> PayloadConfig:
     from ..errors import ConfigError
+    from ..util.config_keys import check_keys
 
     s = dict(section or {})
-    unknown = set(s) - _PAYLOAD_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                          f"{', '.join(sorted(_PAYLOAD_KEYS))}")
+    check_keys(s, _PAYLOAD_KEYS, where)
     frame = s.get("frame", "tool0")
     name = s.get("name", "payload")
     for key, v in (("frame", frame), ("name", name)):

@@ -14,6 +14,7 @@ from ..data.signals import FilterOptions, ProcessedData
 from ..errors import ConfigError, SignalError
 from ..model.base import BaseParameters
 from ..model.robot import FrictionOptions, RobotModel
+from ..util.config_keys import check_keys
 from . import ESTIMATORS, IdentificationResult, build_problem
 from .body_bounds import PhysicalBounds, parse_physical_bounds
 from .validation import ValidationReport, validate
@@ -125,10 +126,7 @@ def _section(d, key: str, allowed: set, where: str) -> dict:
         value = {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where}.{key}: expected a mapping, got {value!r}")
-    unknown = set(value) - allowed
-    if unknown:
-        raise ConfigError(f"{where}.{key}: unknown key(s) {', '.join(sorted(unknown))}; "
-                          f"known: {', '.join(sorted(allowed))}")
+    check_keys(value, allowed, f"{where}.{key}")
     return dict(value)
 
 
@@ -153,10 +151,7 @@ def _flag(d: Mapping, key: str, where: str, default: bool) -> bool:
 def identification_config(section: Mapping | None, where: str = "identification") -> IdentificationConfig:
     """Parse the `identification:` section (every key optional)."""
     section = dict(section or {})
-    unknown = set(section) - _IDENT_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                          f"{', '.join(sorted(_IDENT_KEYS))}")
+    check_keys(section, _IDENT_KEYS, where)
     f = _section(section, "filter", _FILTER_KEYS, where)
     db = _section(section, "dead_band", _DEAD_BAND_KEYS, where)
     m = _section(section, "model", _MODEL_KEYS, where)

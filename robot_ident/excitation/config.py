@@ -40,12 +40,19 @@ import yaml
 
 from .. import defaults
 from ..errors import ConfigError
+from ..util.config_keys import check_keys
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 from .collision.spec import CollisionSpec, parse_collision_section
 from .constraints import Margins
 from .criteria import CRITERIA
 from .designer import FAMILIES, DesignSpec
 from .optimizers import OPTIMIZERS
+
+_KEYS = {"family", "optimizer", "criterion", "harmonics", "base_frequency", "duration", "move_duration",
+         "margins", "acceleration_limits", "effort_limits", "start_pose", "joint_weights", "max_time",
+         "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate", "collision",
+         "position_limits"}
+_MARGIN_KEYS = {"position", "velocity", "acceleration", "effort"}
 
 
 @dataclass(frozen=True)
@@ -159,13 +166,7 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
     where = f"{where0}.excitation"
     if not isinstance(ex, Mapping):
         raise ConfigError(f"{where} must be a mapping")
-    known = {"family", "optimizer", "criterion", "harmonics", "base_frequency", "duration", "move_duration",
-             "margins", "acceleration_limits", "effort_limits", "start_pose", "joint_weights", "max_time",
-             "max_evaluations", "seed", "samples", "constraint_points", "check_dt", "point_rate", "collision",
-             "position_limits"}
-    unknown = sorted(set(ex) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    check_keys(ex, _KEYS, where)
     kw = {
         "family": _choice(ex, "family", where, FAMILIES, defaults.FAMILY),
         "optimizer": _choice(ex, "optimizer", where, tuple(OPTIMIZERS), defaults.OPTIMIZER),
@@ -186,9 +187,7 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
     m = ex.get("margins") or {}
     if not isinstance(m, Mapping):
         raise ConfigError(f"{where}.margins must be a mapping")
-    bad = sorted(set(m) - {"position", "velocity", "acceleration", "effort"})
-    if bad:
-        raise ConfigError(f"{where}.margins: unknown key(s) {', '.join(bad)}")
+    check_keys(m, _MARGIN_KEYS, f"{where}.margins")
     mk = {k: _number(m, k, f"{where}.margins", positive=False) for k in m}
     for k, v in mk.items():
         if v < 0 or (k != "position" and v >= 1):

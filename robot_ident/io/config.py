@@ -49,6 +49,7 @@ from ..data.sync import SyncOptions
 from ..errors import ConfigError
 from ..model.actuation import ActuatorSet
 from ..model.transmission import Drive, Transmission
+from ..util.config_keys import closest_key, unknown_key_hint
 from ..util.yaml_strict import safe_load_strict, yaml_error_line
 
 CURRENT_SOURCES = ("dynamic_joint_states", "joint_states_effort", "effort")
@@ -58,6 +59,8 @@ _OWNED = ("joints", "current_source", "current_interface", "joint_states_topic",
 _SYNC_KEYS = ("rate_hz", "max_gap_s", "min_segment_s", "max_lag_s", "lag_threshold_s")
 # Sections other modules read from the same node parameters.
 SECTIONS = ("identification", "excitation", "simulation", "payload", "springs", "closures")
+# Keys other modules read besides their section (excitation/config.py: the acceleration limits).
+SHARED = ("acceleration_limits",)
 # The nodes' own ROS parameters (robot_ident/nodes/; test_config checks the list is complete).
 NODE_PARAMETERS = (
     "acceptance_timeout", "allow_without_collision_model", "approach_acceleration", "approach_min_duration",
@@ -75,15 +78,15 @@ NODE_PARAMETERS = (
 def check_top_level_keys(p: Mapping[str, Any], fail, key) -> None:
     """A key that is none of the known ones but close to one is a typo (``identifcation:``
     was silently ignored, and the defaults used): an error naming the likely key. Other
-    unknown keys are left alone (a node of another package may share the file)."""
-    import difflib
-    known = set(_OWNED) | set(SECTIONS) | set(NODE_PARAMETERS)
+    unknown keys are left alone (a node of another package may share the file): the top
+    level is the one level where an unknown key is not always an error."""
+    known = set(_OWNED) | set(SECTIONS) | set(SHARED) | set(NODE_PARAMETERS)
     for k in p:
         if k in known:
             continue
-        close = difflib.get_close_matches(str(k), sorted(known), n=1, cutoff=0.8)
+        close = closest_key(k, known, cutoff=0.8)
         if close:
-            raise fail(key(str(k)), f"unknown key; did you mean {close[0]!r}? (a misspelt section is not read: "
+            raise fail(key(str(k)), f"unknown key; did you mean {close!r}? (a misspelt section is not read: "
                                     "its settings would silently fall back to the defaults)")
 
 
@@ -246,7 +249,7 @@ def config_from_parameters(params: Mapping[str, Any], source: str = "<parameters
     kw = {}
     for k, v in sync_p.items():
         if k not in _SYNC_KEYS:
-            raise fail(key("sync", str(k)), f"unknown key; known keys: {', '.join(_SYNC_KEYS)}")
+            raise fail(key("sync", str(k)), f"unknown key; {unknown_key_hint(k, _SYNC_KEYS)}")
         if not _is_number(v) or v < 0:
             raise fail(key("sync", k), f"must be a number >= 0 (0 = automatic), got {v!r}")
         if k == "min_segment_s":

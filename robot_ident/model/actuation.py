@@ -32,6 +32,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from ..util.config_keys import unknown_key_hint
 
 ACTUATOR_TYPES = ("rotary", "screw", "direct")
 
@@ -42,6 +43,7 @@ _KEYS = {
     "screw": ("torque_constant", "gear_ratio", "lead") + _COMMON_KEYS,
     "direct": ("direction", "current_offset"),
 }
+ALL_KEYS = frozenset({"type"}.union(*_KEYS.values()))
 _REQUIRED = {"rotary": ("torque_constant",), "screw": ("torque_constant", "lead"), "direct": ()}
 
 
@@ -119,6 +121,9 @@ class Actuator:
         Unknown keys, and keys that do not apply to the type, are errors naming the joint."""
         if not isinstance(entry, Mapping):
             raise _error(joint, "", f"entry must be a mapping of actuator settings, got {entry!r}")
+        for key in entry:
+            if key not in ALL_KEYS:
+                raise _error(joint, str(key), f"unexpected key {key!r}: {unknown_key_hint(key, ALL_KEYS)}")
         if "type" not in entry:
             raise _error(joint, "type", f"'type' is missing; expected one of {', '.join(ACTUATOR_TYPES)}")
         typ = entry["type"]
@@ -129,10 +134,7 @@ class Actuator:
             if key == "type":
                 continue
             if key not in allowed:
-                all_keys = sorted(set(k for ks in _KEYS.values() for k in ks))
-                hint = (f"it does not apply to type {typ!r}" if key in all_keys
-                        else f"known keys: type, {', '.join(all_keys)}")
-                raise _error(joint, str(key), f"unexpected key {key!r}: {hint}")
+                raise _error(joint, str(key), f"unexpected key {key!r}: it does not apply to type {typ!r}")
         for key in _REQUIRED[typ]:
             if key not in entry:
                 raise _error(joint, key, f"type {typ!r} needs {key!r}")

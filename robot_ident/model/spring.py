@@ -43,6 +43,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ConfigError, ModelError
+from ..util.config_keys import check_keys
 from .robot import ParameterLayout, RobotModel
 
 SPRING_SYMBOLS = ("K", "F0")
@@ -206,9 +207,7 @@ def spring_specs(section, where: str = "springs") -> list[SpringSpec]:
         w = f"{where}.{name}"
         if not isinstance(s, Mapping):
             raise ConfigError(f"{w}: expected a mapping")
-        unknown = set(s) - _KEYS
-        if unknown:
-            raise ConfigError(f"{w}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+        check_keys(s, _KEYS, w)
         for k in ("link_a", "link_b"):
             if not isinstance(s.get(k), str):
                 raise ConfigError(f"{w}.{k}: expected a link name, got {s.get(k)!r}")

@@ -38,6 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from ..util.config_keys import check_keys
 
 _GROUP_KEYS = ("joints", "motors", "motor_from_joint", "joint_from_motor")
 
@@ -84,9 +85,7 @@ class CoupledGroup:
         where = f"transmission {name!r}"
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}: expected a mapping with joints and a coupling matrix, got {entry!r}")
-        unknown = [k for k in entry if k not in _GROUP_KEYS]
-        if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known keys: {', '.join(_GROUP_KEYS)}")
+        check_keys(entry, _GROUP_KEYS, str(name))      # the caller names the section (transmissions)
         joints = entry.get("joints")
         if not isinstance(joints, (list, tuple)) or not all(isinstance(j, str) and j for j in joints):
             raise ConfigError(f"{where}: 'joints' must be a list of joint names, got {joints!r}")
@@ -101,7 +100,8 @@ class CoupledGroup:
         try:
             mat = np.array(entry[key], dtype=float)
         except (TypeError, ValueError):
-            raise ConfigError(f"{where}: {key} must be a matrix of numbers (list of rows), got {entry[key]!r}") from None
+            raise ConfigError(f"{where}: {key} must be a matrix of numbers (list of rows), "
+                              f"got {entry[key]!r}") from None
         if mat.ndim == 1 and mat.size == len(joints) ** 2:
             # row-major flat list: ROS 2 parameters cannot hold nested lists
             mat = mat.reshape(len(joints), len(joints))

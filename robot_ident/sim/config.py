@@ -21,10 +21,12 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model.robot import RobotModel
+from ..util.config_keys import check_keys
 from .mujoco_arm import JointTruth, SimNoise
 
 _KEYS = {"effort_noise", "position_noise", "velocity_noise", "current_noise", "seed", "joints", "payload"}
 _JOINT_KEYS = {"armature", "coulomb", "viscous", "offset"}
+_PAYLOAD_KEYS = {"mass", "com"}
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,7 @@ def _number(d, key, where, default, nonneg=True):
 
 def simulation_config(section: Mapping | None, model: RobotModel, where: str = "simulation") -> SimulationConfig:
     s = dict(section or {})
-    unknown = set(s) - _KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+    check_keys(s, _KEYS, where)
     joints = s.get("joints") or {}
     if not isinstance(joints, Mapping):
         raise ConfigError(f"{where}.joints: expected a mapping of joint names")
@@ -74,16 +74,16 @@ def simulation_config(section: Mapping | None, model: RobotModel, where: str = "
         entry = joints.get(j) or {}
         if not isinstance(entry, Mapping):
             raise ConfigError(f"{where}.joints.{j}: expected a mapping")
-        bad = set(entry) - _JOINT_KEYS
-        if bad:
-            raise ConfigError(f"{where}.joints.{j}: unknown key(s) {', '.join(sorted(bad))}")
-        nominal = {"coulomb": model.nominal[model.layout.index(f"{j}.Fc")] if "Fc" in model.layout.actuator_symbols else 0.0,
-                   "viscous": model.nominal[model.layout.index(f"{j}.Fv")] if "Fv" in model.layout.actuator_symbols else 0.0}
+        check_keys(entry, _JOINT_KEYS, f"{where}.joints.{j}")
+        symbols = model.layout.actuator_symbols
+        nominal = {"coulomb": model.nominal[model.layout.index(f"{j}.Fc")] if "Fc" in symbols else 0.0,
+                   "viscous": model.nominal[model.layout.index(f"{j}.Fv")] if "Fv" in symbols else 0.0}
         for key in _JOINT_KEYS:
             vals[key][k] = _number(entry, key, f"{where}.joints.{j}", nominal.get(key, 0.0), nonneg=key != "offset")
     payload = s.get("payload") or {}
     if not isinstance(payload, Mapping):
         raise ConfigError(f"{where}.payload: expected a mapping with mass and com")
+    check_keys(payload, _PAYLOAD_KEYS, f"{where}.payload")
     com = payload.get("com", [0.0, 0.0, 0.0])
     if not (isinstance(com, (list, tuple)) and len(com) == 3
             and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in com)):

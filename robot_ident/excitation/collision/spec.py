@@ -24,8 +24,10 @@ from typing import Mapping
 import numpy as np
 
 from ...errors import ConfigError
+from ...util.config_keys import check_keys
 
 _KEYS = ("margin", "floor", "boxes", "srdf", "package_dirs", "allow_without_collision_model")
+_BOX_KEYS = ("name", "size", "xyz", "rpy")
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,7 @@ def parse_collision_section(d, where: str = "excitation.collision", base_dir: st
         return CollisionSpec()
     if not isinstance(d, Mapping):
         raise ConfigError(f"{where} must be a mapping")
-    unknown = sorted(set(d) - set(_KEYS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}")
+    check_keys(d, _KEYS, where)
     kw = {}
     if d.get("margin") is not None:
         m = d["margin"]
@@ -108,17 +108,16 @@ def parse_collision_section(d, where: str = "excitation.collision", base_dir: st
         kw["floor"] = None if f is None else float(f)
     boxes = d.get("boxes") or []
     if isinstance(boxes, Mapping):      # {name: {size, xyz, rpy}}: the form ROS 2 parameters can hold
-        boxes = [dict(v, name=k) if isinstance(v, Mapping) else v for k, v in boxes.items()]
-    if not isinstance(boxes, list):
+        boxes = [(f"{where}.boxes.{k}", dict(v, name=k) if isinstance(v, Mapping) else v) for k, v in boxes.items()]
+    elif isinstance(boxes, list):
+        boxes = [(f"{where}.boxes[{i}]", b) for i, b in enumerate(boxes)]
+    else:
         raise ConfigError(f"{where}.boxes must be a list of {{name, size, xyz, rpy}}")
     out, names = [], set()
-    for i, b in enumerate(boxes):
-        w = f"{where}.boxes[{i}]"
+    for i, (w, b) in enumerate(boxes):
         if not isinstance(b, Mapping):
             raise ConfigError(f"{w} must be a mapping {{name, size, xyz, rpy}}")
-        bad = sorted(set(b) - {"name", "size", "xyz", "rpy"})
-        if bad:
-            raise ConfigError(f"{w}: unknown key(s) {', '.join(bad)}")
+        check_keys(b, _BOX_KEYS, w)
         if "size" not in b:
             raise ConfigError(f"{w}: missing size [x, y, z] (full edge lengths, m)")
         name = str(b.get("name", f"box{i}"))

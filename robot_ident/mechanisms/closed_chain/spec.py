@@ -12,8 +12,12 @@ import numpy as np
 import pinocchio as pin
 
 from ...errors import ModelError
+from ...util.config_keys import check_keys
 
 CLOSURE_KINDS = ("position", "pose")
+# The keys of the closures YAML and of each of its closures.
+FILE_KEYS = ("urdf", "actuated", "closures", "home", "tie", "actuators")
+CLOSURE_KEYS = ("name", "link_a", "link_b", "point_a", "point_b", "kind", "rpy_a", "rpy_b")
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,8 @@ class Closure:
         for label in ("point_a", "point_b", "rpy_a", "rpy_b"):
             v = np.asarray(getattr(self, label), dtype=float)
             if v.shape != (3,) or not np.isfinite(v).all():
-                raise ModelError(f"closure {self.name!r}: {label} must be 3 finite numbers, got {getattr(self, label)!r}")
+                raise ModelError(f"closure {self.name!r}: {label} must be 3 finite numbers, "
+                                 f"got {getattr(self, label)!r}")
             object.__setattr__(self, label, tuple(float(x) for x in v))
 
     @property
@@ -46,11 +51,7 @@ class Closure:
     def from_dict(cls, d: Mapping, index: int = 0) -> "Closure":
         if not isinstance(d, Mapping):
             raise ModelError(f"closure #{index}: expected a mapping, got {d!r}")
-        known = {"name", "link_a", "link_b", "point_a", "point_b", "kind", "rpy_a", "rpy_b"}
-        unknown = set(d) - known
-        if unknown:
-            raise ModelError(f"closure #{index}: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                             f"{', '.join(sorted(known))}")
+        check_keys(d, CLOSURE_KEYS, f"closure #{index}", ModelError)
         for k in ("link_a", "link_b"):
             if k not in d:
                 raise ModelError(f"closure #{index}: {k!r} is missing")
@@ -85,6 +86,7 @@ class ClosedChainSpec:
             raise ModelError(f"closed-chain description {p} is not valid YAML: {yaml_error_line(exc)}") from exc
         if not isinstance(d, Mapping):
             raise ModelError(f"closed-chain description {p}: expected a mapping at the top level")
+        check_keys(d, FILE_KEYS, f"closed-chain description {p}", ModelError)
         for k in ("urdf", "actuated", "closures"):
             if k not in d:
                 raise ModelError(f"closed-chain description {p}: key {k!r} is missing")
