@@ -220,8 +220,8 @@ def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndar
     sq_all, counts, raw_sq = [], None, None
     for k, c in enumerate(cands):
         guard = 1.0 / c
-        train = CompressedAccumulator(model, base)
-        tests = [CompressedAccumulator(model, base) for _ in range(GROUPS)]
+        train = CompressedAccumulator(model, base, probes=False)
+        tests = [CompressedAccumulator(model, base, probes=False) for _ in range(GROUPS)]
         seq = _SequenceDeadBand(model, thr, guard, int(math.ceil(guard / max(min_step, 1e-9))) + 3)
         fold = _Folds(starts, N, allowed, shift, t_first, block_s, folds)
         for a, (d0, m) in zip(range(0, N, chunk), common_chunks()):

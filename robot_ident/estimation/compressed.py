@@ -44,12 +44,15 @@ PLOT_POINTS = 10_000     # samples kept for the plots of an identification
 class CompressedAccumulator:
     """Per-joint R factors of [W_std | y | raw | probes] over the rows outside the dead band."""
 
-    def __init__(self, model: RobotModel, base: BaseParameters):
+    def __init__(self, model: RobotModel, base: BaseParameters, probes: bool = True):
+        """`probes`: carry the structure check's probe columns (the cutoff's cross-validation
+        does not need them)."""
         if tuple(base.standard_names) != tuple(model.layout.names):
             raise IdentificationError("base parameters were computed for a different parameter layout")
         self.model, self.base = model, base
         self.n_std = model.layout.size
-        self.n_cols = self.n_std + 2 + n_probes(model.n)
+        self.probes = probes
+        self.n_cols = self.n_std + 2 + (n_probes(model.n) if probes else 0)
         self.R = [np.zeros((0, self.n_cols)) for _ in range(model.n)]
         self.counts = np.zeros(model.n, dtype=np.int64)
         self.n_samples = 0
@@ -64,7 +67,7 @@ class CompressedAccumulator:
         if N == 0:
             return
         Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
-        probes = probe_columns(self.model, data)
+        probes = probe_columns(self.model, data) if self.probes else None
         for j in range(n):
             rows = keep[:, j]
             m = int(rows.sum())
@@ -74,7 +77,8 @@ class CompressedAccumulator:
             block[:, :self.n_std] = Ws[rows, j, :]
             block[:, self.n_std] = data.effort[rows, j]
             block[:, self.n_std + 1] = data.effort_raw[rows, j]
-            block[:, self.n_std + 2:] = probes[rows, j, :]
+            if probes is not None:
+                block[:, self.n_std + 2:] = probes[rows, j, :]
             self.R[j] = np.linalg.qr(np.vstack([self.R[j], block]), mode="r")
             self.counts[j] += m
 
