@@ -305,6 +305,23 @@ def test_a_config_that_misses_the_arms_structure_is_not_a_good_model(world, monk
     assert "NOT A GOOD MODEL" in out and "misses structure" in out
 
 
+def test_validate_repeats_that_the_result_misses_structure(world, tmp_path):
+    """Ratios on another recording cannot clear a wrong structure (the same error is in
+    both): validate says the result misses structure; a clean result's validation does not."""
+    doc = yaml.safe_load(CONFIG.read_text())
+    doc["robot_ident"]["ros__parameters"]["actuators"]["wrist_2"]["torque_constant"] *= 1.3
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    assert cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", cfg, "--output",
+               tmp_path / "r", "--method", "wls", "--no-plots")[0] == 0
+    for res, expected in ((tmp_path / "r", True), (world["clean"], False)):
+        out = tmp_path / f"v_{expected}.yaml"
+        code, _, err = cli("validate", "--bag", world["bag"], "--result", res, "--output", out)
+        assert code == 0, err
+        said = [w for w in yaml.safe_load(out.read_text())["warnings"] if "misses structure" in w]
+        assert bool(said) is expected and (not expected or "'wrist_2'" in said[0]), said
+
+
 def test_the_clean_bag_misses_no_structure(world):
     q = yaml.safe_load((world["clean"] / "result.yaml").read_text())["model_quality"]
     assert "misses_structure" not in q and q["good"]

@@ -200,6 +200,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     in_sample = ([f"warning: {bag} holds the data result {rdir} was identified from ({same[0]}; a copy?): these "
                   "ratios are in-sample, they measure the fit, not new data; validate on another recording"]
                  if same else [])
+    in_sample += _structure_of_result(d, rdir)
     sigma = np.array([raw[j] for j in model.joint_names])
     from ..estimation.flow import validate_source
     report, n, findings, kept = validate_source(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma,
@@ -214,6 +215,17 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     for line in doc["warnings"]:
         warn(line)
     return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
+
+
+def _structure_of_result(d: dict, rdir) -> list[str]:
+    """The result's own structure finding, repeated: its ratios on another recording do not
+    clear a model whose residual followed what the config lacks (the same error is in both)."""
+    found = ((d.get("model_quality") or {}).get("misses_structure")) or []
+    if not found:
+        return []
+    return [f"warning: result {rdir} misses structure its identification data showed (on joint "
+            + ", ".join(repr(f.get("joint")) for f in found) + "): these ratios cannot clear it -- a wrong "
+            "structure is as wrong on every recording; fix the config (see its result.yaml model_quality)"]
 
 
 def _other_robot(slopes: dict, rdir) -> list:
