@@ -228,6 +228,10 @@ def test_verdict_levels_and_ranking():
     forced = verdict(w + [Finding("refusal", "identified with --force despite implausible input", "input checks")],
                      rows, ["a", "b", "c"])
     assert forced.level == NOT_TRUSTED and "--force" in forced.reasons[0]
+    structure = Finding("warning", "identification: the model misses structure the data show (...): joint 'a': 60 % "
+                                   "of its residual follows joint 'b''s effort", "input checks")
+    wrong = verdict([structure], rows, ["a", "b", "c"])      # every held-out ratio fine, yet not trusted
+    assert wrong.level == NOT_TRUSTED and "misses structure" in wrong.reasons[0]
 
 
 def test_the_parameter_table_shows_the_cad_value_and_the_change_in_std(demo):
