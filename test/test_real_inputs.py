@@ -324,6 +324,27 @@ def test_cli_tables_several_inputs_and_hold_out(tmp_path, demo_urdf, arm3, monke
     assert r.returncode == 2 and "--bag PATH or --table PATH" in r.stderr
 
 
+def test_the_cutoff_candidates_are_those_every_input_carries(tmp_path, demo_urdf, arm3):
+    """A fast and a slow table with the cutoff chosen from the data, in either order: the
+    candidates the slow one's rate cannot carry are dropped for both (with a note), never a
+    Nyquist error that depends on the inputs' order."""
+    from robot_ident.offline.inputs import identify_inputs
+    cfg = tmp_path / "auto.yaml"
+    cfg.write_text(yaml.safe_dump({"robot_ident": {"ros__parameters": {
+        "joints": list(JOINTS3), "current_source": "effort", "identification": {"method": "wls"}}}}))
+    fast = write_table(tmp_path / "fast.npz", synthetic(arm3, duration=10.0, rate=500.0, seed=21))
+    slow = write_table(tmp_path / "slow.npz", synthetic(arm3, duration=10.0, rate=50.0, seed=22))
+    chosen = []
+    for order in ([fast, slow], [slow, fast]):
+        o = identify_inputs(order, demo_urdf, cfg, None, plots=False)
+        assert "chosen from the data" in o.cutoff_note, o.cutoff_note
+        assert "25 Hz x" not in o.cutoff_note and "16 Hz x" in o.cutoff_note     # 0.4 x 50 Hz = 20 Hz
+        chosen.append(o.settings.filter.cutoff_hz)
+        if order[0] == fast:
+            assert "candidate(s) 20, 25, 32 Hz dropped for every input" in o.summary, o.summary
+    assert all(c < 20.0 for c in chosen)
+
+
 def test_node_and_command_line_choose_the_same_cutoff(tmp_path, demo_urdf):
     """No cutoff in the config: the identification node (identify_streams) and `identify`
     (identify_inputs) both cross-validate it on the samples the hold-out leaves, and agree."""

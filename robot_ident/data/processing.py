@@ -100,10 +100,14 @@ class Processed:
 
     def keep_only(self, k: int) -> None:
         """Keep the stores of filter `k` only (the cutoff chosen), the others closed."""
+        self.keep([k])
+
+    def keep(self, ks) -> None:
+        """Keep the stores of the filters `ks` (in their order), the others closed."""
         for i, s in enumerate(self.stores):
-            if i != k:
+            if i not in ks:
                 s.close()
-        self.stores, self.filters = [self.stores[k]], [self.filters[k]]
+        self.stores, self.filters = [self.stores[k] for k in ks], [self.filters[k] for k in ks]
 
     def close(self) -> None:
         for s in self.stores:
@@ -158,7 +162,8 @@ def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[Filt
     `StreamsInput`) with the topics, actuators and sync options of an
     `io.config.IdentConfig` into `into`'s stores (new ones when None: one per
     `FilterOptions` of ``filters_for_rate(rate)``, called with the first input's
-    synchronised rate). The samples' joints are in the order of `joints` (default the
+    synchronised rate; for a later input, the stores of the filters its own rate's call
+    does not return are dropped for every input, with a note). The samples' joints are in the order of `joints` (default the
     config's), matched by name. The positions of the `unwrap` joints (continuous joints)
     are made continuous before anything else (`joint_stream.AngleUnwrap`; a note counts
     the wraps). Raises `SignalError` when nothing usable remains."""
@@ -282,6 +287,7 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
     dropped = {"segments": 0, "samples": 0}
     kept = {"segments": 0, "samples": 0}
     sync_kept = feed.kept_by_sync
+    checked: list = []       # this input's filters were matched with its rate
 
     def min_needed() -> int:
         return max(int(opts_sync.min_samples), 1, int(math.ceil(opts_sync.min_segment_s * feed.rate - 1e-6)) + 1)
@@ -293,6 +299,16 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
                 raise SignalError("no filter to process the recording with")
             out.filters.extend(options)
             out.stores.extend(ProcessedStore(out.joints, store_dir) for _ in options)
+            checked.append(True)
+        elif not checked:       # a later input: only the filters its own rate carries are kept
+            usable = list(filters_for_rate(feed.rate))
+            ks = [k for k, f in enumerate(out.filters) if f in usable]
+            gone = [f.cutoff_hz for k, f in enumerate(out.filters) if k not in ks]
+            if gone and ks:
+                out.keep(ks)
+                skipped.append(f"note: filter cutoff candidate(s) {', '.join(f'{c:g}' for c in gone)} Hz dropped "
+                               f"for every input: this input's rate ({feed.rate:.6g} Hz) cannot carry them")
+            checked.append(True)
         return list(zip(out.filters, out.stores))
 
     def sink_for(seg: int, k: int, store: ProcessedStore):

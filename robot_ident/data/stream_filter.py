@@ -45,8 +45,7 @@ class SegmentFilter:
         if not options.cutoff_hz < 0.5 * rate_hz:
             raise SignalError(f"low-pass cutoff {options.cutoff_hz:g} Hz is not below the Nyquist frequency "
                               f"{0.5 * rate_hz:.6g} Hz of the recording (synchronised at {rate_hz:.6g} Hz); lower "
-                              "the cutoff (--cutoff, identification.filter.cutoff_hz); a cutoff chosen from the data "
-                              "takes its candidates from the first recording: give the slowest one first")
+                              "the cutoff (--cutoff, identification.filter.cutoff_hz)")
         self.opt = options
         self.rate = rate_hz
         self.sink = sink

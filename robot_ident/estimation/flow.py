@@ -135,14 +135,13 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                               f"{same[0]} (a copy?): its ratios would be 1.000 by construction; validate on another "
                               "recording (or a hold-out of this one)")
     base = base_parameters(model, settings)
-    cands: list[float] = []
 
     def filters_for_rate(s):
         def rule(rate):
             if not auto:
                 return [s.filter]
             top = 0.4 * decimated_rate(rate, s.filter)
-            cands[:] = [c for c in CANDIDATES_HZ if c < top]
+            cands = [c for c in CANDIDATES_HZ if c < top]
             opts = [replace(s.filter, cutoff_hz=c) for c in cands]
             usable = s.filter.cutoff_hz < top          # the default, for when the data cannot decide
             return opts + ([] if s.filter.cutoff_hz in cands or not usable else [s.filter])
@@ -150,6 +149,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
 
     with progress.stage("read"):
         processed, checks, settings = read_checked(sources, cfg, model, settings, progress, filters_for_rate)
+    # the candidates every input's rate carries (a slower input drops the others: data/processing.py)
+    cands = [f.cutoff_hz for f in processed.filters if f.cutoff_hz in CANDIDATES_HZ]
     try:
         held = np.concatenate(holdout_flags(_segment_times(processed), holdout))
         note = f"filter cutoff {settings.filter.cutoff_hz:g} Hz (set)"
