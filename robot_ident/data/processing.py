@@ -163,8 +163,8 @@ def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[Filt
     `io.config.IdentConfig` into `into`'s stores (new ones when None: one per
     `FilterOptions` of ``filters_for_rate(rate)``, called with the first input's
     synchronised rate; for a later input, the stores of the filters its own rate's call
-    does not return are dropped for every input, with a note). The samples' joints are in the order of `joints` (default the
-    config's), matched by name. The positions of the `unwrap` joints (continuous joints)
+    does not return are dropped for every input, with a note). The samples' joints are in
+    the order of `joints` (default the config's), matched by name. The positions of the `unwrap` joints (continuous joints)
     are made continuous before anything else (`joint_stream.AngleUnwrap`; a note counts
     the wraps). Raises `SignalError` when nothing usable remains."""
     joints = tuple(cfg.joints) if joints is None else tuple(joints)
