@@ -39,6 +39,7 @@ from .validation import RmsAccumulator, ValidationReport
 
 CHUNK_SAMPLES = 4000
 PLOT_POINTS = 10_000     # samples kept for the plots of an identification
+FOLD_ROWS = 2000         # rows a joint's blocks gather before they are folded into its R factor
 
 
 class CompressedAccumulator:
@@ -53,9 +54,23 @@ class CompressedAccumulator:
         self.n_std = model.layout.size
         self.probes = probes
         self.n_cols = self.n_std + 2 + (n_probes(model.n) if probes else 0)
-        self.R = [np.zeros((0, self.n_cols)) for _ in range(model.n)]
+        self._R = [np.zeros((0, self.n_cols)) for _ in range(model.n)]
+        self._pending: list[list] = [[] for _ in range(model.n)]    # rows not yet in the R factor
+        self._pending_rows = np.zeros(model.n, dtype=np.int64)
         self.counts = np.zeros(model.n, dtype=np.int64)
         self.n_samples = 0
+
+    @property
+    def R(self) -> list[np.ndarray]:
+        """The per-joint R factors of every row added so far."""
+        for j in range(self.model.n):
+            self._fold(j)
+        return self._R
+
+    def _fold(self, j: int) -> None:
+        if self._pending[j]:
+            self._R[j] = np.linalg.qr(np.vstack([self._R[j], *self._pending[j]]), mode="r")
+            self._pending[j], self._pending_rows[j] = [], 0
 
     def add(self, data: ProcessedData, keep: np.ndarray) -> None:
         """Rows of `data` where `keep` (N, n) is True."""
@@ -79,7 +94,11 @@ class CompressedAccumulator:
             block[:, self.n_std + 1] = data.effort_raw[rows, j]
             if probes is not None:
                 block[:, self.n_std + 2:] = probes[rows, j, :]
-            self.R[j] = np.linalg.qr(np.vstack([self.R[j], block]), mode="r")
+            # small blocks wait: one QR of the R factor per FOLD_ROWS rows, not per block
+            self._pending[j].append(block)
+            self._pending_rows[j] += m
+            if self._pending_rows[j] >= FOLD_ROWS:
+                self._fold(j)
             self.counts[j] += m
 
     def problem(self) -> IdentificationProblem:
