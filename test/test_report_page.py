@@ -219,7 +219,8 @@ def test_verdict_levels_and_ranking():
     assert unvalidated.level == CAVEATS and unvalidated.reasons[0].startswith("not validated")
     w = [Finding("warning", "topic '/x': its stamps are 20 ms late; corrected", "input checks"),
          Finding("warning", "joint 'a': a lag", "input checks"),
-         Finding("warning", "joint b: validation RMS is 2.00x the noise level", "report")]
+         Finding("warning", "joint b: validation RMS is 2.00x the noise level: the model misses structure on "
+                            "held-out data", "report")]
     v = verdict(w + [note], rows, ["a", "b", "c"])
     assert v.level == CAVEATS and v.reasons[0].startswith("joint b:") and v.reasons[1].startswith("joint 'a'")
     assert v.reasons[-1].startswith("topic")

@@ -43,7 +43,8 @@ def verdict(findings, validation_rows, joints) -> Verdict:
     for f in findings:
         if f.level == "note":
             continue
-        if f.level == "refusal" or "do not determine the model" in f.text or "misses structure" in f.text:
+        if f.level == "refusal" or "do not determine the model" in f.text \
+                or "misses structure the data show" in f.text:
             fatal.append(f.text)
             continue
         joint = _joint_of(f.text, joints)
