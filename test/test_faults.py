@@ -322,6 +322,19 @@ def test_validate_repeats_that_the_result_misses_structure(world, tmp_path):
         assert bool(said) is expected and (not expected or "'wrist_2'" in said[0]), said
 
 
+def test_the_recording_with_its_held_out_part_shaded_is_plotted_and_reported_first(world, tmp_path):
+    """With a hold-out of the identification recording the folder has one plot of the whole
+    recording (efforts.png, held-out part shaded), and the report shows it first."""
+    res = tmp_path / "r"
+    code, _, err = cli("identify", "--bag", world["bag"], "--urdf", world["urdf"], "--config", CONFIG,
+                       "--output", res, "--method", "wls", "--holdout-every", "3", "--holdout-block", "2")
+    assert code == 0, err
+    assert (res / "efforts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli("report", "--result", res)[0] == 0
+    page = (res / "report.html").read_text(encoding="utf-8")
+    assert page.index("held-out part shaded") < page.index("measured vs predicted, held out<")
+
+
 def test_the_clean_bag_misses_no_structure(world):
     q = yaml.safe_load((world["clean"] / "result.yaml").read_text())["model_quality"]
     assert "misses_structure" not in q and q["good"]

@@ -231,3 +231,20 @@ def test_collision_pair_decisions_list_every_pair_left_out_or_reduced_with_its_r
     assert rows == [{"pair": "a - b", "status": "left out", "margin": None, "reason": "disabled by the SRDF x"},
                     {"pair": "c - d", "status": "reduced margin", "margin": 0.0116, "reason": "close by construction"}]
     assert F.collision_pair_decisions({}) == [] and F.collision_pair_decisions({"collision": {"skipped": 3}}) == []
+
+
+def test_the_held_out_part_is_shaded_on_one_time_axis():
+    """The identification and held-out samples of one recording go on one axis, the held-out
+    windows as spans; samples of several recordings whose times restart do not."""
+    from robot_ident.io.effort_plot import combined_with_holdout
+    t = np.arange(0.0, 30.0, 0.01)
+    held = ((t >= 10) & (t < 14)) | (t >= 25)
+    e = np.column_stack([np.sin(t), np.cos(t)])
+    got = combined_with_holdout(t[~held], e[~held], e[~held], t[held], e[held], e[held] + 1)
+    assert got is not None
+    tt, measured, predicted, spans = got
+    assert np.all(np.diff(tt) > 0) and tt.size == t.size
+    np.testing.assert_allclose(spans, [(10.0, 13.99), (25.0, 29.99)], atol=1e-9)
+    np.testing.assert_allclose(predicted - measured, held.astype(float)[:, None] * np.ones((1, 2)))
+    # a second recording's times start again at 0: they fall inside the first one's runs
+    assert combined_with_holdout(t, e, e, t[:500] + 0.005, e[:500], e[:500]) is None

@@ -10,7 +10,7 @@ from ..estimation import IdentificationResult
 from ..estimation.validation import ValidationReport
 from ..model.robot import RobotModel
 from ..util.atomic import atomic_write_text
-from .effort_plot import plot_efforts
+from .effort_plot import combined_with_holdout, plot_efforts
 from .results import result_to_dict, write_identified_urdf, write_result_yaml
 from .samples import write_run_samples
 from .staging import StagedFolder, check_output_folder
@@ -62,4 +62,12 @@ def write_result_folder(out: Path, model: RobotModel, result: IdentificationResu
                 plot_efforts(tmp / "validation_efforts.png", validation.t, validation.measured,
                              validation.predicted, model.joint_names, "Held-out data: measured vs predicted",
                              units(model))
+                held_out_of_the_same = not ((extra.get("source") or {}).get("validation_inputs"))
+                both = combined_with_holdout(ident_data.t, ident_data.effort_raw, pred, validation.t,
+                                             validation.measured, validation.predicted) \
+                    if held_out_of_the_same else None
+                if both is not None:
+                    plot_efforts(tmp / "efforts.png", *both[:3], model.joint_names,
+                                 f"Measured vs predicted ({result.method}); shaded: held out of the identification",
+                                 units(model), held_out=both[3])
     return out / identified.name if identified is not None else None

@@ -272,11 +272,14 @@ def excitation_html(d: ReportData) -> str:
 
 def efforts_html(d: ReportData) -> str:
     parts = []
-    for png in ("validation_efforts.png", "identification_efforts.png"):
+    combined = (d.inputs.folder / "efforts.png").is_file()       # the recording, its held-out part shaded
+    for png in ("efforts.png", "validation_efforts.png", "identification_efforts.png"):
         p = d.inputs.folder / png
         if p.is_file():
-            what = "held out" if png.startswith("validation") else "identification samples"
-            parts.append(f"<details open><summary>measured vs predicted, {what}</summary>"
+            what = {"efforts.png": "over the recording, held-out part shaded",
+                    "validation_efforts.png": "held out"}.get(png, "identification samples")
+            opened = " open" if png == "efforts.png" or not combined else ""
+            parts.append(f"<details{opened}><summary>measured vs predicted, {what}</summary>"
                          f"{img(p.read_bytes(), png)}</details>")
     r = d.result or {}
     if r.get("actuators"):
