@@ -57,15 +57,11 @@ def base_parameters(model: RobotModel, settings: IdentificationSettings) -> Base
 def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSettings,
              base: BaseParameters | None = None) -> IdentificationResult:
     """Identify from rows in memory (the row-based estimators of the one pipeline, the demos)."""
+    from .structure_check import check_structure_rows
     base = base or base_parameters(model, settings)
-    from ..model.transmission import dead_band_rows
-    from .compressed import CompressedAccumulator
-    from .structure_check import check_structure
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
     result = run_estimator(problem, settings)
-    acc = CompressedAccumulator(model, base)        # the structure check's R factors: the one-chunk case
-    acc.add(data, dead_band_rows(model, data, settings.moving_threshold, settings.guard_s))
-    check_structure(result, acc)
+    check_structure_rows(result, model, data, problem)
     # In-sample RMS against the *raw* measured effort on the identification rows (outside
     # the dead band): what a new recording can be compared with, since it includes the
     # sensor noise. The rows' regressor is the problem's, so nothing is rebuilt.

@@ -155,27 +155,36 @@ def structure_warning(found: list[dict]) -> str | None:
             + "; identified.urdf is NOT a good model until the config matches the arm")
 
 
-def check_structure(result, acc, problem=None) -> None:
-    """The diagnostics of the best fit of the structure (WLS on the compressed problem of
-    the accumulator `acc`) into ``result.extra['structure']``, and the joints that miss
-    structure into ``result.extra['structure_findings']`` (conditioning.assess_quality)."""
+def check_structure(result, acc, problem) -> None:
+    """The diagnostics of the best fit of the structure (WLS on `problem`, the compressed
+    problem of the accumulator `acc`) into ``result.extra['structure']``, and the joints
+    that miss structure into ``result.extra['structure_findings']`` (conditioning.assess_quality)."""
     from .least_squares import wls_values
-    x_std = acc.base.standard_from_base(wls_values(problem if problem is not None else acc.problem()))
+    x_std = acc.base.standard_from_base(wls_values(problem))
     diag = structure_diagnostics(acc.R, acc.n_std, x_std, acc.model.joint_names)
-    result.extra["structure"] = diag
-    result.extra["structure_findings"] = judge_structure(diag)
+    result.extra["structure"], result.extra["structure_findings"] = diag, judge_structure(diag)
+
+
+def check_structure_rows(result, model, data: ProcessedData, problem) -> None:
+    """`check_structure` of a problem held as rows (`problem.build_problem` of `data`): its
+    standard regressor rows, no regressor recomputed."""
+    from .least_squares import wls_values
+    x_std = problem.base.standard_from_base(wls_values(problem))
+    diag, found = structure_of_rows(model, data, problem.sample_of_row, problem.joint_of_row, problem.W_standard,
+                                    problem.y, x_std)
+    result.extra["structure"], result.extra["structure_findings"] = diag, found
 
 
 def structure_of_rows(model, data: ProcessedData, sample, joint, A: np.ndarray, y: np.ndarray,
                       x: np.ndarray) -> tuple[list[dict], list[dict]]:
-    """(diagnostics, joints that miss structure) of a problem held as rows (the payload's):
-    row i is joint `joint[i]` at sample `sample[i]` of `data`, y = A x the fitted equation;
-    the probes are the samples' and the effort RMS the measured effort's."""
+    """(diagnostics, joints that miss structure) of a problem held as rows (the payload's, the
+    row-based estimators'): row i is joint `joint[i]` at sample `sample[i]` of `data`, y = A x
+    the fitted equation; the probes are the samples' and the effort RMS the raw effort's."""
     probes = probe_columns(model, data)
     R = []
     for j in range(model.n):
         rows = joint == j
-        block = np.column_stack([A[rows], y[rows], data.effort[sample[rows], j], probes[sample[rows], j, :]])
+        block = np.column_stack([A[rows], y[rows], data.effort_raw[sample[rows], j], probes[sample[rows], j, :]])
         R.append(np.linalg.qr(block, mode="r") if rows.any() else np.zeros((0, block.shape[1])))
     diag = structure_diagnostics(R, A.shape[1], x, model.joint_names)
     return diag, judge_structure(diag)
