@@ -1,6 +1,6 @@
 """The one unknown-key check of every config section: a key that is not one of the section's
 keys is an error naming its path and the closest valid key (``did you mean 'rate_hz'?``).
-The keys themselves are listed per section in robot_ident/io/config_schema.py (docs/config.md)."""
+The keys themselves are listed per section in robot_ident/cli/config_schema.py (docs/config.md)."""
 from __future__ import annotations
 
 import difflib
