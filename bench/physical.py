@@ -18,7 +18,12 @@ Two bound settings: the payload declared (the flange body's mass range widened t
 [0.2, 2.5] kg in `identification.physical.bodies`), and the defaults (an undeclared
 payload: the flange mass stops at 2 x CAD and says so).
 
-    python bench/physical.py [--seeds 4]
+With ``--real-logs DATA`` (the public logs of bench/real_logs.py, fetched, not shipped):
+per log, the held-out (or validation-recording) RMS of `physical` over `wls` per joint,
+the bodies at a plausibility bound, and the joints whose armature or friction the data
+want negative (held at 0), as `identify` runs them with the defaults.
+
+    python bench/physical.py [--seeds 4] [--real-logs DATA]
 """
 from __future__ import annotations
 
@@ -86,14 +91,52 @@ def report(label: str, exp, base, ref, phys, vw, vp, wall) -> bool:
           f"{phys.extra['interior_point_newton_steps']} Newton steps")
     print("held-out RMS [N*m]  WLS:      " + " ".join(f"{v:.4f}" for v in vw.rms))
     print("                    physical: " + " ".join(f"{v:.4f}" for v in vp.rms))
-    print(f"physical / WLS: " + " ".join(f"{r:.4f}" for r in ratio) + f"   (worst {ratio.max():.4f}; target <= 1.01)")
+    print("physical / WLS: " + " ".join(f"{r:.4f}" for r in ratio) + f"   (worst {ratio.max():.4f}; target <= 1.01)")
     return ok and ratio.max() <= 1.01
+
+
+def real_logs(data: Path) -> None:
+    """physical over wls on the public logs of real arms (bench/real_logs.py), defaults."""
+    import copy
+    import tempfile
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import real_logs as logs
+
+    from robot_ident.offline.inputs import identify_inputs
+    work = Path(tempfile.mkdtemp(prefix="bench_physical_"))
+    print("\nreal logs, defaults (physical) against --method wls, held-out or validation-recording RMS:")
+    for name in ("panda", "kuka", "ur10e", "tx40"):
+        p = logs.prepare(name, data, work)
+        out = {}
+        for method in ("physical", "wls"):
+            c = copy.deepcopy(p["config"])
+            if method == "wls":
+                c["robot_ident"]["ros__parameters"].setdefault("identification", {})["method"] = "wls"
+            (work / f"{name}.yaml").write_text(yaml.safe_dump(c))
+            out[method] = identify_inputs(p["inputs"], p["urdf"], work / f"{name}.yaml", None,
+                                          validate_inputs=p["validate"], holdout=p["holdout"], plots=False,
+                                          warn=lambda _line: None)
+        r = out["physical"].validation.rms / out["wls"].validation.rms
+        phys = out["physical"].result
+        at_bound = [f"{b} ({'/'.join(info['bounds_active'])})"
+                    for b, info in (getattr(phys, "bodies", None) or {}).items() if info["bounds_active"]]
+        negative = [t.split("'")[1] for t in (phys.quality or {}).get("data_against_bounds", ())
+                    if "want a negative" in t]
+        print(f"  {name:<6} physical / wls per joint: {' '.join(f'{x:.3f}' for x in r)} (worst {np.nanmax(r):.3f}, "
+              f"target <= 1.05); bodies at a bound: {', '.join(at_bound) or 'none'}; "
+              f"negative armature/friction held at 0: {', '.join(negative) or 'none'}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4, help="noise/truth seeds for the coverage figure")
+    ap.add_argument("--real-logs", type=Path, default=None, help="folder of the public logs (bench/real_logs.py)")
     args = ap.parse_args()
+    if args.real_logs is not None:
+        real_logs(args.real_logs)
     ok = report("payload declared (wrist_3 mass [0.2, 2.5] kg)", *run(7, DECLARED))
     report("default bounds: the payload is not declared, the flange mass stops at 2 x CAD", *run(7, {}))
     cover = {"wls": [], "physical": []}
