@@ -8,7 +8,8 @@ wrong; the palletiser with and without its balancer spring. Then the public logs
 real arms (bench/real_logs.py; fetched, not shipped), where a warning would be a false
 alarm. Printed per case: the model quality, the joints that miss structure (the probe
 and its share of the residual), and the largest shares over all joints (named probes;
-`own`) -- against the thresholds PROBE_SHARE and OWN_SHARE.
+`own`) and the largest residual as a share of its joint's effort RMS -- against the
+thresholds PROBE_SHARE, OWN_SHARE and UNEXPLAINED.
 
     python bench/structure.py [--data REAL_LOGS] [--cases demo coupled spring real]
 """
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from robot_ident.estimation.structure_check import OWN_SHARE, PROBE_SHARE  # noqa: E402
+from robot_ident.estimation.structure_check import OWN_SHARE, PROBE_SHARE, UNEXPLAINED  # noqa: E402
 
 
 def quiet(_line: str) -> None:
@@ -40,10 +41,11 @@ def line(tag: str, result) -> None:
     diag = result.extra.get("structure") or []
     named = max((v for d in diag for k, v in d["explained"].items() if k not in ("own", "gain")), default=0.0)
     own = max((d["explained"]["own"] for d in diag), default=0.0)
+    rel = max((d["relative_rms"] for d in diag), default=0.0)
     flagged = ", ".join(f"{f['joint']} ({f['probe']} {f['share']:.2f}, residual {100 * f['relative_rms']:.3g} %)"
                         for f in found) or "-"
     print(f"{tag:<44} {'good' if result.quality['good'] else 'NOT GOOD':<9} max named {named:.2f}  own {own:.2f}  "
-          f"misses structure: {flagged}")
+          f"residual {100 * rel:.3g} %  misses structure: {flagged}")
 
 
 def demo_cases(work: Path) -> None:
@@ -159,7 +161,8 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=["demo", "coupled", "spring", "real"])
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_structure_"))
-    print(f"thresholds: a named probe >= {PROBE_SHARE}, own >= {OWN_SHARE} of the residual's variance")
+    print(f"thresholds: a named probe >= {PROBE_SHARE}, own >= {OWN_SHARE} of the residual's variance; a residual "
+          f">= {UNEXPLAINED} of the effort RMS")
     if "demo" in args.cases:
         demo_cases(work)
     if "coupled" in args.cases:

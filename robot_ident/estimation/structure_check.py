@@ -21,7 +21,8 @@ the compressed problem keeps (compressed.py): an inner product of two combinatio
 b of the columns over the rows is (R a) . (R b), so nothing is re-read. A probe
 explains a share of the residual's variance (after its mean); a joint *misses
 structure* when its residual is a visible part of its effort and one probe explains
-most of it (`judge_structure`).
+most of it, or when its residual is most of its effort whatever it follows
+(`judge_structure`).
 """
 from __future__ import annotations
 
@@ -101,6 +102,9 @@ def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names)
 PROBE_SHARE = 0.5        # a named probe (position, another joint's effort) explains this much ...
 OWN_SHARE = 0.9          # ... or the joint's own terms freed from the others this much ...
 MIN_REMOVED = 0.01       # ... and it would remove this fraction of the joint's effort RMS
+UNEXPLAINED = 0.75       # a residual this large a fraction of the effort RMS whatever it follows (the model
+                         # explains under 44 % of the effort's variance; real logs: at most 0.51, a light
+                         # wrist whose torque is mostly sensor noise)
 
 
 def judge_structure(diagnostics: list[dict]) -> list[dict]:
@@ -128,6 +132,11 @@ def judge_structure(diagnostics: list[dict]) -> list[dict]:
                         "cause": "the joints disagree about the parameters they share -- a torque constant, gear "
                                  "ratio or direction wrong on one of them or another joint, a coupling or spring the "
                                  "config lacks, or crossed channels", "gain": 1.0 + d["gain_slope"]})
+        elif rel >= UNEXPLAINED:
+            out.append({"joint": d["joint"], "probe": "none", "share": 0.0, "relative_rms": rel,
+                        "cause": "the model explains little of its effort -- crossed or mislabelled channels, a "
+                                 "torque constant far off, or a joint whose effort is mostly noise",
+                        "gain": 1.0 + d["gain_slope"]})
     return out
 
 
@@ -137,7 +146,10 @@ def structure_warning(found: list[dict]) -> str | None:
     if not found:
         return None
     parts = []
-    for f in (f for f in found if f["probe"] != "own"):
+    for f in (f for f in found if f["probe"] == "none"):
+        parts.append(f"joint {f['joint']!r}: its residual is {100 * f['relative_rms']:.3g} % of its effort RMS: "
+                     f"{f['cause']}")
+    for f in (f for f in found if f["probe"] not in ("own", "none")):
         other = f["probe"].rpartition("effort of ")[2]
         what = ("its own position" if f["probe"] == "position" else
                 f"joint {other!r}'s CAD effort" if f["probe"].startswith("CAD") else f"joint {other!r}'s effort")
