@@ -119,6 +119,25 @@ def test_locked_joints_fold_into_the_parent_body(panda_urdf):
     assert np.isclose(sum(arm.nominal[10 * k] for k in range(7)), total)
 
 
+
+def test_mimic_joints_are_locked_with_their_leader(panda_urdf):
+    """A URDF <mimic> joint (the Panda's second finger) moves with its leader: by default both
+    are left out (locked), the locked mimic joint follows its leader's lock, and neither is
+    accepted as identified (an independent joint, or one locked while its leader moves, would
+    be a wrong model: the design moved it on its own and MuJoCo, keeping the <mimic>, fought it)."""
+    assert RobotModel(panda_urdf).joint_names == PANDA_ARM
+    with pytest.raises(ModelError, match="'panda_finger_joint2' .* mimics 'panda_finger_joint1'"):
+        RobotModel(panda_urdf, PANDA_ARM + ("panda_finger_joint1", "panda_finger_joint2"))
+    with pytest.raises(ModelError, match="'panda_finger_joint1' is identified but .*'panda_finger_joint2'"):
+        RobotModel(panda_urdf, PANDA_ARM + ("panda_finger_joint1",))
+    follows = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03})
+    both = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03,
+                                                              "panda_finger_joint2": 0.03})
+    apart = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03,
+                                                               "panda_finger_joint2": 0.0})
+    np.testing.assert_allclose(follows.nominal, both.nominal, atol=1e-15)
+    assert not np.allclose(follows.nominal, apart.nominal)
+
 def test_coulomb_column_is_bounded_near_zero_velocity(demo_urdf):
     model = RobotModel(demo_urdf)
     qd = np.array([[1e-12, -1e-6, 0.0, 1e-3, 1.0, -5.0]])

@@ -124,6 +124,36 @@ def _parse_urdf_joints(xml: str, label: str) -> dict[str, ET.Element]:
     return {j.get("name"): j for j in root.findall("joint")}
 
 
+def _mimic_joints(urdf_joints: Mapping[str, ET.Element]) -> dict[str, tuple[str, float, float]]:
+    """URDF ``<mimic>`` joints: name -> (leader, multiplier, offset). Pinocchio builds them as
+    independent joints here; robot_ident's model has no mimic coupling."""
+    out = {}
+    for name, j in urdf_joints.items():
+        m = j.find("mimic")
+        if m is not None and m.get("joint"):
+            out[name] = (m.get("joint"), float(m.get("multiplier", 1.0)), float(m.get("offset", 0.0)))
+    return out
+
+
+def mimic_and_leaders(mimics: Mapping[str, tuple]) -> set[str]:
+    """Every joint that is a mimic joint or the leader of one."""
+    return set(mimics) | {leader for leader, _, _ in mimics.values()}
+
+
+def _check_mimics(joints: Sequence[str], mimics: Mapping[str, tuple], label: str) -> None:
+    """A mimic joint moves with its leader: identified as an independent joint (or locked while
+    its leader moves) it would be a wrong model, so neither is accepted."""
+    for name, (leader, _, _) in mimics.items():
+        if name in joints:
+            raise ModelError(f"joint {name!r} of URDF {label} mimics {leader!r} (URDF <mimic>): it is not "
+                             f"actuated on its own and cannot be identified; leave {name!r} and {leader!r} out of "
+                             "the joints (both are then locked, the mimic joint following its leader)")
+        if leader in joints:
+            raise ModelError(f"joint {leader!r} is identified but joint {name!r} of URDF {label} mimics it (URDF "
+                             f"<mimic>), which this model cannot follow; leave {leader!r} out of the joints too "
+                             "(both are then locked), or describe the coupling as a closed chain (closures:)")
+
+
 _BLOCK = 4096      # samples per block of `RobotModel.regressor`'s Pinocchio calls
 
 
@@ -166,9 +196,11 @@ class RobotModel:
             raise ModelError(f"Pinocchio cannot build a model from URDF {self.urdf_label}: {exc}") from exc
 
         movable = [full.names[i] for i in range(1, full.njoints)]
-        if joints is None:
-            joints = movable
+        self.mimics = _mimic_joints(urdf_joints)
+        if joints is None:      # a mimic joint and its leader are not independent: both locked
+            joints = [j for j in movable if j not in mimic_and_leaders(self.mimics)]
         joints = list(joints)
+        _check_mimics(joints, self.mimics, self.urdf_label)
         if not joints:
             raise ModelError("no joints to identify were given")
         if len(set(joints)) != len(joints):
@@ -209,6 +241,11 @@ class RobotModel:
             if full.joints[jid].nq != 1:
                 raise ModelError(f"locked joint {name!r}: only 1-DOF joints can be given a lock position")
             q_ref[full.joints[jid].idx_q] = float(value)
+        for name, (leader, mult, off) in self.mimics.items():   # a locked mimic joint follows its locked leader
+            if name in movable and leader in movable and name not in locked_positions:
+                lead = full.joints[full.getJointId(leader)]
+                if lead.nq == 1:
+                    q_ref[full.joints[full.getJointId(name)].idx_q] = mult * q_ref[lead.idx_q] + off
         lock_ids = [full.getJointId(n) for n in movable if n not in joints]
         self.model = pin.buildReducedModel(full, lock_ids, q_ref) if lock_ids else full
         self.data = self.model.createData()
