@@ -124,6 +124,34 @@ def _parse_urdf_joints(xml: str, label: str) -> dict[str, ET.Element]:
     return {j.get("name"): j for j in root.findall("joint")}
 
 
+_LOCKED_SUFFIX = "__locked"
+
+
+def _rename_locked_link_clashes(xml: str, full, q_ref: np.ndarray, locked: Sequence[str]):
+    """(model, q_ref, {joint: its name in that model}) for the reduction: a locked joint named
+    like a link (the SO-100's joint and link "gripper") made Pinocchio's buildReducedModel fail
+    ("Several frames match the filter"); such joints are renamed ``<name>__locked`` in a model
+    built for the reduction, where they disappear. Nothing else sees the new names."""
+    root = ET.fromstring(xml)
+    links = {ln.get("name") for ln in root.findall("link")}
+    clash = {n for n in locked if n in links}
+    if not clash:
+        return full, q_ref, {}
+    for j in root.iter("joint"):          # the joints and their <mimic joint=...> references
+        if j.get("name") in clash:
+            j.set("name", j.get("name") + _LOCKED_SUFFIX)
+        elif j.get("joint") in clash:
+            j.set("joint", j.get("joint") + _LOCKED_SUFFIX)
+    renamed = pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
+    q_new = pin.neutral(renamed)
+    for i in range(1, full.njoints):
+        name = full.names[i]
+        k = renamed.getJointId(name + _LOCKED_SUFFIX if name in clash else name)
+        a, b = full.joints[i].idx_q, renamed.joints[k].idx_q
+        q_new[b:b + renamed.joints[k].nq] = q_ref[a:a + full.joints[i].nq]
+    return renamed, q_new, {n: n + _LOCKED_SUFFIX for n in clash}
+
+
 def _mimic_joints(urdf_joints: Mapping[str, ET.Element]) -> dict[str, tuple[str, float, float]]:
     """URDF ``<mimic>`` joints: name -> (leader, multiplier, offset). Pinocchio builds them as
     independent joints here; robot_ident's model has no mimic coupling."""
@@ -246,7 +274,9 @@ class RobotModel:
                 lead = full.joints[full.getJointId(leader)]
                 if lead.nq == 1:
                     q_ref[full.joints[full.getJointId(name)].idx_q] = mult * q_ref[lead.idx_q] + off
-        lock_ids = [full.getJointId(n) for n in movable if n not in joints]
+        locked = [n for n in movable if n not in joints]
+        full, q_ref, pin_name = _rename_locked_link_clashes(self.urdf_xml, full, q_ref, locked)
+        lock_ids = [full.getJointId(pin_name.get(n, n)) for n in locked]
         self.model = pin.buildReducedModel(full, lock_ids, q_ref) if lock_ids else full
         self.data = self.model.createData()
         self.joint_names: tuple[str, ...] = tuple(joints)
