@@ -26,8 +26,9 @@ and its distance (the design's collision report), model quality (good, or the re
 the worst joint's held-out model error -- RMS(predicted - true effort) / RMS(true
 effort), the trajectory's exact states, the true effort from the truth's parameters --
 for both methods, the pipeline's held-out validation (relative RMS against the simulated
-efforts, moving samples) and the wall time. An arm that fails prints its one-line error
-and the bench goes on.
+efforts, moving samples) and the wall time. Input that identify refuses is reported (the
+refusal after the table) and identified with --force, marked "(forced)". An arm that fails
+prints its one-line error and the bench goes on.
 
     python bench/zoo.py [--arms ur3 panda ...] [--time-limit 60] [--work DIR [--reuse]]
 """
@@ -139,6 +140,7 @@ def model_error(result, model, traj, true_theta) -> np.ndarray:
 
 def run_arm(name: str, work: Path, share: Path, args) -> dict:
     from robot_ident.estimation.conditioning import quality_reasons
+    from robot_ident.estimation.plausibility import PlausibilityError
     from robot_ident.excitation.trajectory_file import load_trajectory
     from robot_ident.io.urdf_export import write_parameters
     from robot_ident.model.robot import RobotModel
@@ -176,15 +178,20 @@ def run_arm(name: str, work: Path, share: Path, args) -> dict:
     truth_doc = yaml.safe_load((d / "run2" / "robot_ident_truth.yaml").read_text())
     check = load_trajectory(d / "check.yaml").trajectory
     for method in args.methods:
-        o = identify_inputs([str(d / "run1")], urdf, cfg_path, d / f"result_{method}", method=method,
-                            validate_inputs=[str(d / "run2")], plots=False, warn=lambda line: None)
+        kw = dict(method=method, validate_inputs=[str(d / "run2")], plots=False, warn=lambda line: None)
+        refused = None
+        try:
+            o = identify_inputs([str(d / "run1")], urdf, cfg_path, d / f"result_{method}", **kw)
+        except PlausibilityError as exc:    # what identify refuses: reported, then identified with --force
+            refused = str(exc).strip().splitlines()[-1]
+            o = identify_inputs([str(d / "run1")], urdf, cfg_path, d / f"result_{method}", force=True, **kw)
         q = o.result.quality
         true_theta = np.array([truth_doc["parameters"][n] for n in o.model.layout.names])
         err = model_error(o.result, o.model, check, true_theta)
         row[method] = {"good": q is None or q["good"], "reasons": [] if q is None else quality_reasons(q),
                        "err": err, "valid": np.asarray(o.validation.relative_rms),
                        "warnings": [w for w in o.warnings if not w.startswith("note:")],
-                       "cutoff": o.settings.filter.cutoff_hz}
+                       "cutoff": o.settings.filter.cutoff_hz, "refused": refused}
     return row
 
 
@@ -223,8 +230,11 @@ def main() -> int:
         cells = ""
         for x in m:
             e = r[x]
-            cells += (f"{'good' if e['good'] else 'NOT GOOD':>18}{100 * e['err'].max():>16.2f}"
+            verdict = ("good" if e["good"] else "NOT GOOD") + (" (forced)" if e["refused"] else "")
+            cells += (f"{verdict:>18}{100 * e['err'].max():>16.2f}"
                       f"{100 * e['valid'].max():>16.2f}")
+            if e["refused"]:
+                notes.append(f"{name} {x}: identify refused ({e['refused']}); identified with --force")
             if not e["good"]:
                 notes.append(f"{name} {x}: not a good model: {'; '.join(e['reasons'])}")
             notes += [f"{name} {x}: {w}" for w in e["warnings"]]
