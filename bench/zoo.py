@@ -125,7 +125,8 @@ def cli(*args) -> str:
                        env=env)
     if p.returncode != 0:
         lines = [ln for ln in (p.stderr.strip() or p.stdout.strip()).splitlines() if ln.strip()]
-        raise RuntimeError(f"robot-ident {args[0]}: " + (lines[-1] if lines else f"exit {p.returncode}"))
+        last = lines[-1] if lines else f"exit {p.returncode}"
+        raise RuntimeError(last if last.startswith("robot-ident") else f"robot-ident {args[0]}: {last}")
     return p.stdout
 
 
