@@ -353,6 +353,19 @@ def test_an_infeasible_design_names_the_constraint_that_holds_every_candidate(ur
         design_excitation(ur5, LimitSpec.from_model(ur5, UR5_ACC), spec, collision=cm)
 
 
+
+def test_an_infeasible_pair_names_its_margin_on_the_meshes_and_on_the_hulls():
+    """The TriFinger finger's base and middle links are at most 4.2 mm apart anywhere in the joint
+    limits (bench/zoo.py): the pair keeps 3.1 mm on the meshes, which is -2 mm on their convex
+    hulls. The error said "(margin -0.00198 m)" alone, beside the summary's 0.00313 m."""
+    finger = RobotModel(share_dir() / "example-robot-data/robots/finger_edu_description/robots/finger_edu.urdf")
+    cm = CollisionModel(finger, CollisionSpec(package_dirs=(str(share_dir()),), floor=None))
+    spec = DesignSpec(family="fourier", harmonics=2, base_frequency=2 * np.pi / 5, max_time=None, max_evals=100,
+                      seed=0, n_samples=40, n_constraint=60, collision_samples=60)
+    with pytest.raises(TrajectoryError, match=r"collision pair finger_base_link - finger_middle_link \(margin "
+                                              r"0\.00\d+ m on the meshes, -0\.00\d+ m on their convex hulls\)"):
+        design_excitation(finger, LimitSpec.from_model(finger, [30.0] * 3), spec, collision=cm)
+
 def test_an_environment_that_cuts_through_the_mounting_is_an_error(ur5):
     with pytest.raises(ConfigError, match="shoulder_link is inside floor in .* move it"):
         CollisionModel(ur5, CollisionSpec(floor=0.2, package_dirs=(str(share_dir()),)))

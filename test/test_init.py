@@ -96,3 +96,12 @@ def test_a_missing_or_invalid_urdf_is_one_line_naming_the_file(tmp_path, capsys,
 def test_an_output_folder_that_does_not_exist_is_named(tmp_path, capsys):
     assert main(["init", "--urdf", str(DEMO), "--output", str(tmp_path / "nope" / "a.yaml")]) == 2
     assert f"folder {tmp_path / 'nope'} not found" in capsys.readouterr().err
+
+
+
+def test_mimic_joints_and_their_leaders_are_left_out_and_named(tmp_path, panda_urdf, capsys):
+    out = tmp_path / "panda.yaml"
+    assert main(["init", "--urdf", str(panda_urdf), "--output", str(out)]) == 0
+    cfg, model = _identify_reads(out, panda_urdf)
+    assert cfg.joints == model.joint_names == tuple(f"panda_joint{i}" for i in range(1, 8))
+    assert "panda_finger_joint2 mimics panda_finger_joint1" in out.read_text()

@@ -119,6 +119,43 @@ def test_locked_joints_fold_into_the_parent_body(panda_urdf):
     assert np.isclose(sum(arm.nominal[10 * k] for k in range(7)), total)
 
 
+
+def test_mimic_joints_are_locked_with_their_leader(panda_urdf):
+    """A URDF <mimic> joint (the Panda's second finger) moves with its leader: by default both
+    are left out (locked), the locked mimic joint follows its leader's lock, and neither is
+    accepted as identified (an independent joint, or one locked while its leader moves, would
+    be a wrong model: the design moved it on its own and MuJoCo, keeping the <mimic>, fought it)."""
+    assert RobotModel(panda_urdf).joint_names == PANDA_ARM
+    with pytest.raises(ModelError, match="'panda_finger_joint2' .* mimics 'panda_finger_joint1'"):
+        RobotModel(panda_urdf, PANDA_ARM + ("panda_finger_joint1", "panda_finger_joint2"))
+    with pytest.raises(ModelError, match="'panda_finger_joint1' is identified but .*'panda_finger_joint2'"):
+        RobotModel(panda_urdf, PANDA_ARM + ("panda_finger_joint1",))
+    follows = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03})
+    both = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03,
+                                                              "panda_finger_joint2": 0.03})
+    apart = RobotModel(panda_urdf, PANDA_ARM, locked_positions={"panda_finger_joint1": 0.03,
+                                                               "panda_finger_joint2": 0.0})
+    np.testing.assert_allclose(follows.nominal, both.nominal, atol=1e-15)
+    assert not np.allclose(follows.nominal, apart.nominal)
+
+
+def test_a_locked_joint_named_like_a_link_is_reduced():
+    """The SO-100's gripper joint and link are both "gripper": locking the joint (the arm's
+    five joints identified) made Pinocchio's buildReducedModel fail with "Several frames
+    match the filter" (bench/zoo.py). The lock works, at its locked position."""
+    from conftest import example_robot_urdf
+    urdf = example_robot_urdf("so_arm_description", "so100.urdf")
+    arm = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+    full = RobotModel(urdf)
+    assert full.joint_names == arm + ("gripper",)
+    q = np.array([[0.1, 0.5, -0.7, 0.3, 0.2]])
+    for grip in (0.0, 1.2):
+        m = RobotModel(urdf, arm, locked_positions={"gripper": grip})
+        assert m.layout.body_joints == arm
+        qf = np.c_[q, [[grip]]]
+        np.testing.assert_allclose(m.efforts(q, 0 * q, 0 * q, m.nominal),
+                                   full.efforts(qf, 0 * qf, 0 * qf, full.nominal)[:, :5], atol=1e-12)
+
 def test_coulomb_column_is_bounded_near_zero_velocity(demo_urdf):
     model = RobotModel(demo_urdf)
     qd = np.array([[1e-12, -1e-6, 0.0, 1e-3, 1.0, -5.0]])

@@ -102,20 +102,57 @@ def test_panda_with_locked_mimic_fingers_simulates(panda_urdf):
     np.testing.assert_allclose(theta[:70], model.nominal[:70])
 
 
+def _so101_and_a_trajectory():
+    from conftest import example_robot_urdf
+    from robot_ident.excitation import FourierTrajectory
+    m = RobotModel(example_robot_urdf("so_arm_description", "so101.urdf"))
+    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                  np.full(m.n, 10.0), seed=1)
+    return m, traj
+
+
 def test_an_unstable_simulation_is_an_error_not_a_bag():
     """Issue 29: the SO-101 (0.1 kg links, 10 N·m limits) blew up in MuJoCo ("Nan, Inf or huge
     value in QACC"), which resets the state and carries on: `simulate` wrote a 30 s bag with
-    positions up to 271 rad and exit 0. The run now stops with the time it happened."""
-    from conftest import example_robot_urdf
+    positions up to 271 rad and exit 0. The run now stops with the time it happened (made
+    unstable here by a PD bandwidth far above what the 1 kHz loop carries)."""
     from robot_ident.errors import ModelError
-    from robot_ident.excitation import FourierTrajectory
-    m = RobotModel(example_robot_urdf("so_arm_description", "so101.urdf"))
+    m, traj = _so101_and_a_trajectory()
     n = m.n
-    arm = SimulatedArm(m.urdf_xml, m.joint_names, JointTruth(*(np.zeros(n),) * 4), nominal=m)
-    traj = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
-                                                  np.full(n, 10.0), seed=1)
+    arm = SimulatedArm(m.urdf_xml, m.joint_names, JointTruth(*(np.zeros(n),) * 4), nominal=m, bandwidth_hz=200.0)
     with pytest.raises(ModelError, match=r"the simulation is unstable at t = [0-9.]+ s .*nothing is written"):
         arm.run(traj, 30.0)
+
+
+def test_the_pd_gains_follow_the_effective_inertia_along_the_trajectory(panda_urdf):
+    """The SO-101 above, and the Panda and the UR10 of bench/zoo.py, blew up with the PD gains
+    taken from M_ii at the start pose: where a joint's effective inertia 1 / (M^-1)_ii is far
+    smaller (Panda joints 1 and 3 near alignment: M_ii 30 x it), the 1 kHz derivative loop is
+    unstable. The gains are now the effective inertia at each desired pose: the SO-101 follows
+    its 30 s trajectory, and on the Panda with joints 1 and 3 aligned M^-1 K_d has a unit
+    diagonal, so no mode of the loop is faster than n x 2 wn."""
+    from conftest import PANDA_ARM
+    m, traj = _so101_and_a_trajectory()
+    n = m.n
+    arm = SimulatedArm(m.urdf_xml, m.joint_names, JointTruth(*(np.zeros(n),) * 4), nominal=m)
+    r = arm.run(traj, 30.0)
+    assert np.abs(r.q_true - traj.sample(np.arange(len(r.q_true)) / 1000.0)[0]).max() < 0.005
+    panda = RobotModel(panda_urdf, PANDA_ARM)
+    arm = SimulatedArm(panda.urdf_xml, PANDA_ARM, JointTruth(*(np.zeros(7),) * 4), nominal=panda)
+    q = np.array([[0.0, 0.02, 0.0, -1.5, 0.0, 1.5, 0.0], [0.5, -0.3, 0.2, -2.0, 0.1, 1.0, 0.3]])
+    kp, kd = arm._gains(q)
+    assert kp.shape == kd.shape == (2, 7)
+    import pinocchio as pin
+    for k in range(2):
+        M = pin.crba(panda.model, panda.data, panda.to_pinocchio_q(q[k]))
+        M = np.triu(M) + np.triu(M, 1).T
+        A = np.linalg.solve(M, np.diag(kd[k]))
+        wn = 2 * np.pi * arm.bandwidth_hz
+        np.testing.assert_allclose(np.diag(A), 2 * wn, rtol=1e-9)
+        assert np.linalg.eigvals(A).real.max() <= 7 * 2 * wn * (1 + 1e-9)
+        if k == 0:      # aligned: M_11 is many times the effective inertia the old gains assumed
+            assert M[0, 0] * np.linalg.inv(M)[0, 0] > 10
+    assert np.allclose(arm._gains(q[0])[1], kd[0])
 
 
 def test_a_simulation_that_leaves_the_trajectory_is_an_error(demo_urdf, monkeypatch):

@@ -120,7 +120,7 @@ def _commented(lines: list[str]) -> list[str]:
 
 
 def init_text(model, urdf_label: str) -> str:
-    """The parameter file for a RobotModel of the URDF (every movable joint)."""
+    """The parameter file for a RobotModel of the URDF (every movable joint but mimic joints and their leaders)."""
     joints = tuple(model.joint_names)
     lim = model.limits
     limits = {j: (float(lim.lower[k]), float(lim.upper[k])) for k, j in enumerate(joints)
@@ -133,6 +133,10 @@ def init_text(model, urdf_label: str) -> str:
            f"{NODE}:", "  ros__parameters:",
            f"{INDENT}# The identified joints, in the URDF's order; their URDF limits:"]
     out += [INDENT + row for row in _limit_comment(model)]
+    mimic = getattr(model, "mimics", {})
+    if mimic:
+        out.append(f"{INDENT}# Left out, locked (URDF <mimic>: a mimic joint moves with its leader, not on its own): "
+                   + ", ".join(f"{m} mimics {lead}" for m, (lead, _, _) in mimic.items()))
     out.append(f"{INDENT}joints: {flow(list(joints))}")
     out += [f"{INDENT}# effort: the JointState effort is the joint effort (torque or force), as ros2_control",
             f"{INDENT}# reports it. For motor currents: joint_states_effort or dynamic_joint_states, and the",
@@ -164,7 +168,8 @@ def init_text(model, urdf_label: str) -> str:
 def write_init_file(urdf, output, replace: bool = False):
     """Write `init_text` for the URDF to `output` (refused if it exists, unless `replace`),
     after checking the text as identify reads it (offline/config_check.py). The file appears
-    whole or not at all. Returns the model (every movable joint of the URDF)."""
+    whole or not at all. Returns the model (every movable joint of the URDF but mimic joints and their
+    leaders)."""
     import os
     import tempfile
     from pathlib import Path

@@ -106,9 +106,17 @@ def ols(problem: IdentificationProblem) -> IdentificationResult:
     return res
 
 
+WLS_MAX_PASSES = 10         # weighted solves at most
+WLS_SIGMA_TOLERANCE = 0.01  # re-weighting stops when no joint's residual sigma moves by more than this
+
+
 def _weighted_solve(problem: IdentificationProblem):
-    """The two passes of WLS: (x, (Ww^T Ww)^-1, weighted residual, row weights, per-joint
-    weights 1 / sigma_j, cond(W))."""
+    """WLS: (x, (Ww^T Ww)^-1, weighted residual, row weights, per-joint weights 1 / sigma_j,
+    cond(W)). The weights are each joint's residual sigma, re-estimated from the weighted
+    fit until they settle: the OLS residual of a joint with small efforts (a wrist) is mostly
+    the other joints' misfit leaking in, not its own noise, and weighting by it once kept the
+    leak (bench/zoo.py, noise-free UR10: wrist_3 held-out error 52 % after one pass, 0.14 %
+    after the weights settle)."""
     _check(problem)
     W, y = problem.W, problem.y
     _, _, r0, cond = _solve(W, y, problem.param_names)
@@ -117,8 +125,13 @@ def _weighted_solve(problem: IdentificationProblem):
         j = problem.joint_names[int(np.argmin(sigma_j))]
         raise IdentificationError(f"joint {j!r} has zero residual after OLS: its efforts are fitted "
                                   "exactly, so no noise level can be estimated for weighting")
-    w = 1.0 / sigma_j[problem.joint_of_row]
-    x, inv_w, rw, _ = _solve(W * w[:, None], y * w, problem.param_names)
+    for _ in range(WLS_MAX_PASSES):
+        w = 1.0 / sigma_j[problem.joint_of_row]
+        x, inv_w, rw, _ = _solve(W * w[:, None], y * w, problem.param_names)
+        _, new = _per_joint(problem, y - W @ x)
+        if not (new > 1e-9 * sigma_j.max()).all() or np.abs(new / sigma_j - 1.0).max() <= WLS_SIGMA_TOLERANCE:
+            break
+        sigma_j = new
     return x, inv_w, rw, w, 1.0 / sigma_j, cond
 
 

@@ -40,7 +40,10 @@ def _violations(problem, x, A, b, labels):
         D = col.distances(x)
         short = (col.margins - D).max(axis=0) if D.size else np.zeros(0)
         for p in np.flatnonzero(short > 0):
-            out[f"collision pair {col.cm.pair_label(p)} (margin {col.margins[p]:.3g} m)"] = float(short[p])
+            mesh = float(col.cm.margins[p])
+            where = (f"margin {mesh:.3g} m" if np.isclose(mesh, col.margins[p]) else
+                     f"margin {mesh:.3g} m on the meshes, {col.margins[p]:.3g} m on their convex hulls")
+            out[f"collision pair {col.cm.pair_label(p)} ({where})"] = float(short[p])
     return out
 
 

@@ -42,6 +42,7 @@ import pinocchio as pin
 
 from ..errors import ModelError
 from .transmission import Transmission
+from .urdf_joints import check_mimics, mimic_and_leaders, mimic_joints, rename_locked_link_clashes
 from .urdf_text import read_urdf_text
 
 INERTIAL_SYMBOLS = ("m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
@@ -166,9 +167,11 @@ class RobotModel:
             raise ModelError(f"Pinocchio cannot build a model from URDF {self.urdf_label}: {exc}") from exc
 
         movable = [full.names[i] for i in range(1, full.njoints)]
-        if joints is None:
-            joints = movable
+        self.mimics = mimic_joints(urdf_joints)
+        if joints is None:      # a mimic joint and its leader are not independent: both locked
+            joints = [j for j in movable if j not in mimic_and_leaders(self.mimics)]
         joints = list(joints)
+        check_mimics(joints, self.mimics, self.urdf_label)
         if not joints:
             raise ModelError("no joints to identify were given")
         if len(set(joints)) != len(joints):
@@ -209,7 +212,14 @@ class RobotModel:
             if full.joints[jid].nq != 1:
                 raise ModelError(f"locked joint {name!r}: only 1-DOF joints can be given a lock position")
             q_ref[full.joints[jid].idx_q] = float(value)
-        lock_ids = [full.getJointId(n) for n in movable if n not in joints]
+        for name, (leader, mult, off) in self.mimics.items():   # a locked mimic joint follows its locked leader
+            if name in movable and leader in movable and name not in locked_positions:
+                lead = full.joints[full.getJointId(leader)]
+                if lead.nq == 1:
+                    q_ref[full.joints[full.getJointId(name)].idx_q] = mult * q_ref[lead.idx_q] + off
+        locked = [n for n in movable if n not in joints]
+        full, q_ref, pin_name = rename_locked_link_clashes(self.urdf_xml, full, q_ref, locked)
+        lock_ids = [full.getJointId(pin_name.get(n, n)) for n in locked]
         self.model = pin.buildReducedModel(full, lock_ids, q_ref) if lock_ids else full
         self.data = self.model.createData()
         self.joint_names: tuple[str, ...] = tuple(joints)

@@ -15,10 +15,12 @@ arrays then hold motor values at the group's joint positions, and the offset is 
 motor-torque bias (``M.T off`` on the joints).
 
 Control: a 1 kHz loop (by default) of feed-forward from the nominal (CAD) model plus
-a PD on position and velocity, gains set from the nominal mass matrix for a chosen
-closed-loop bandwidth. By default the PD acts on the drive's own state (noise-free)
-and noise is added to the logged signals (`SimNoise.controller_sees_noise`). The physics runs at a finer step
-(`substeps` per control period, semi-implicit Euler with explicit damping).
+a PD on position and velocity, gains set from each joint's effective inertia in the nominal
+mass matrix at the desired pose (scheduled along the trajectory) for a chosen closed-loop
+bandwidth. By default the PD acts on
+the drive's own state (noise-free) and noise is added to the logged signals
+(`SimNoise.controller_sees_noise`). The physics runs at a finer step (`substeps` per control
+period, semi-implicit Euler with explicit damping).
 
 The recording holds the *measured* signals: positions and velocities with Gaussian
 noise, efforts equal to the commanded effort plus the offset plus Gaussian noise
@@ -191,13 +193,28 @@ class SimulatedArm:
         return theta
 
     def _gains(self, q0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """PD gains for the desired pose(s) `q0` ((n,) or (N, n)): each joint's effective inertia
+        there, 1 / (M^-1)_ii of the nominal mass matrix with the rotors, times wn^2 and 2 wn.
+        Scheduled along the trajectory and from the effective inertia, not the diagonal M_ii at
+        the start pose: M_ii overstates what a joint moves when others are coupled to it (the
+        Panda's joints 1 and 3 near alignment: 30 x; the UR10's base joint, folded after starting
+        stretched: 29 x), and the 1 kHz derivative loop went unstable. With these gains the
+        loop's fastest mode is at most n x 2 wn (M^-1 K_d has a unit diagonal, so its
+        eigenvalues sum to n): 2 wn T n < 2 for the default 8 Hz and 1 kHz up to 19 joints."""
         import pinocchio as pin
         nm = self.nominal
-        M = pin.crba(nm.model, nm.data, nm.to_pinocchio_q(q0))
         T = self.transmission.motor_from_joint
-        diag = np.array([M[i, i] for i in nm._idx_v]) + np.diag(T.T @ np.diag(self.truth.armature) @ T)
+        rotor = T.T @ np.diag(self.truth.armature) @ T
+        q0 = np.asarray(q0, dtype=float)
+        poses = np.atleast_2d(q0)
+        eff = np.empty(poses.shape)
+        for k, q in enumerate(poses):
+            M = pin.crba(nm.model, nm.data, nm.to_pinocchio_q(q))
+            M = np.triu(M) + np.triu(M, 1).T          # crba fills the upper triangle
+            eff[k] = 1.0 / np.diag(np.linalg.inv(M[np.ix_(nm._idx_v, nm._idx_v)] + rotor))
+        eff = eff.reshape(q0.shape)
         wn = 2 * np.pi * self.bandwidth_hz
-        return diag * wn ** 2, 2.0 * diag * wn
+        return eff * wn ** 2, 2.0 * eff * wn
 
     def run(self, trajectory, duration: float | None = None, noise: SimNoise | None = None,
             progress: Callable[[float], None] | None = None) -> SimulationResult:
@@ -212,7 +229,7 @@ class SimulatedArm:
         q_des, qd_des, qdd_des = trajectory.sample(t)
         nominal_theta = self.nominal.nominal
         ff = self.nominal.efforts(q_des, qd_des, qdd_des, nominal_theta)
-        kp, kd = self._gains(q_des[0])
+        kp, kd = self._gains(q_des)
         rng = np.random.default_rng(noise.seed)
         n = len(self.joint_names)
         nq_noise = rng.normal(0.0, noise.position_std, size=(N, n))
@@ -233,7 +250,7 @@ class SimulatedArm:
             qm, qdm = q_true[k], qd_true[k]
             if noise.controller_sees_noise:
                 qm, qdm = qm + nq_noise[k], qdm + nqd_noise[k]
-            tau[k] = ff[k] + kp * (q_des[k] - qm) + kd * (qd_des[k] - qdm)
+            tau[k] = ff[k] + kp[k] * (q_des[k] - qm) + kd[k] * (qd_des[k] - qdm)
             d.qfrc_applied[self._dadr] = tau[k]
             for _ in range(self.substeps):
                 mujoco.mj_step(m, d)

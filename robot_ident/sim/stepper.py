@@ -4,7 +4,7 @@
 the physics, publish, and accept new trajectories between steps. `SteppingArm` does
 that with the same MuJoCo model and the same controller as `SimulatedArm.run`
 (feed-forward from the nominal model plus PD with gains from the nominal mass
-matrix), so following the same trajectory from the same state gives the same
+matrix: effective inertias at the desired pose), so following the same trajectory from the same state gives the same
 motion (tested).
 
 `TrajectoryFollower` interpolates trajectory_msgs-style points the way the
@@ -278,6 +278,7 @@ class SteppingArm:
         nqd = self._rng.normal(0.0, noise.velocity_std, size=q.size)
         qm, qdm = (q + nq, qd + nqd) if noise.controller_sees_noise else (q, qd)
         ff = arm.nominal.efforts(q_des, qd_des, qdd_des, self._theta)[0]
+        self.kp, self.kd = arm._gains(q_des[0])      # scheduled along the motion, as SimulatedArm.run
         tau = ff + self.kp * (q_des[0] - qm) + self.kd * (qd_des[0] - qdm)
         if not np.isfinite(tau).all():
             raise TrajectoryError("the simulated arm diverged (non-finite command)")

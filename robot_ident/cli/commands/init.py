@@ -9,7 +9,8 @@ DEFAULT_OUTPUT = "robot_ident.yaml"
 def add_parser(sub):
     p = sub.add_parser("init", help="write a commented parameter file for a URDF",
                        description="Writes a ROS 2 parameter file for the URDF's robot: its movable joints in "
-                                   "order (their limits as comments), current_source: effort (the JointState "
+                                   "order (their limits as comments; a URDF <mimic> joint and its leader are "
+                                   "left out, locked, and named in a comment), current_source: effort (the JointState "
                                    "effort is the joint effort, as ros2_control reports it), a commented-out "
                                    "actuator per joint whose values are to be filled in for motor currents, and "
                                    "every other section with its defaults, commented out, with units and "
