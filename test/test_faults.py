@@ -360,6 +360,9 @@ def test_current_spikes_are_refused_unless_robust_which_recovers(world, monkeypa
     assert code == 0, err
     assert "spike" in err and "the robust estimator discounts them" in err
     assert base_error(world, tmp_path / "r") < 0.01
+    # the spikes the robust estimate discounts are not structure the model misses
+    q = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())["model_quality"]
+    assert "misses_structure" not in q, q.get("misses_structure")
 
 
 def test_position_spikes_are_refused(world, monkeypatch, tmp_path):

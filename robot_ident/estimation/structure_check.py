@@ -181,10 +181,28 @@ def check_structure_rows(result, model, data: ProcessedData, problem) -> None:
     """`check_structure` of a problem held as rows (`problem.build_problem` of `data`): its
     standard regressor rows, no regressor recomputed."""
     from .least_squares import wls_values
+    if result.method.startswith("robust"):     # the outliers the robust estimate discounts are not structure
+        problem = _without_outliers(problem, result.values)
     x_std = problem.base.standard_from_base(wls_values(problem))
     diag, found = structure_of_rows(model, data, problem.sample_of_row, problem.joint_of_row, problem.W_standard,
                                     problem.y, x_std)
     result.extra["structure"], result.extra["structure_findings"] = diag, found
+
+
+OUTLIER_SIGMAS = 10.0    # rows further than this many robust sigma from the robust fit are outliers
+
+
+def _without_outliers(problem, values):
+    """The rows of `problem` within `OUTLIER_SIGMAS` robust sigma (per joint, 1.4826 MAD) of
+    the fit `values`: a spike or stick-slip burst the robust estimator discounts."""
+    from dataclasses import replace
+
+    from .robust import robust_scale
+    r = problem.y - problem.W @ values
+    s = robust_scale(r, problem.joint_of_row, len(problem.joint_names))
+    keep = np.abs(r) <= OUTLIER_SIGMAS * s[problem.joint_of_row]
+    return replace(problem, W=problem.W[keep], y=problem.y[keep], joint_of_row=problem.joint_of_row[keep],
+                   sample_of_row=problem.sample_of_row[keep], W_standard=problem.W_standard[keep])
 
 
 def structure_of_rows(model, data: ProcessedData, sample, joint, A: np.ndarray, y: np.ndarray,
