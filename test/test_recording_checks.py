@@ -637,3 +637,15 @@ def test_a_still_joints_encoder_flicker_is_no_spike(model):
     found = segment_checks(model, [Recording(t, model.joint_names, q3, effort)]).findings()
     hits = [f for f in found if "position spike" in f.text and "'elbow'" in f.subject]
     assert hits and hits[0].text.startswith("3 position spike(s)"), [f.line() for f in found]
+
+
+def test_a_joint_the_cad_barely_predicts_is_not_called_flipped():
+    """A flip with a CAD of the right size gives a slope near -1 and is refused; a slope far
+    beyond -3 means the CAD predicts almost nothing on the joint beyond its own inertia and
+    friction (the JACO2's and SO-100's last links: CAD centre of mass 0.1-1 mm off the axis,
+    slopes -32.9 and -2.21 on correct simulated data): a note, the direction not judged."""
+    from robot_ident.estimation.plausibility import judge_gains
+    flipped = judge_gains({"j6": (-1.05, -0.95)})
+    assert [f.severity for f in flipped] == ["error"] and "flipped direction" in flipped[0].text
+    tiny = judge_gains({"j6": (-32.9, -0.6)})
+    assert [f.severity for f in tiny] == ["note"] and "not judged" in tiny[0].text
