@@ -370,9 +370,13 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     values = P @ theta
     r = problem.y - problem.W @ values
     rms, sig = _per_joint(problem, r)
-    against = data_against_bounds(bodies, ranges, rms, wls_rms, problem.joint_names)
-    signs, sign_notes = data_against_signs(first, values, rms, wls_rms, problem.joint_names, FIT_TOLERANCE)
+    effort_rms = np.sqrt(np.bincount(problem.joint_of_row, problem.y ** 2, minlength=len(problem.joint_names))
+                         / np.maximum(problem.rows_per_joint(), 1))
+    against, bound_notes = data_against_bounds(bodies, ranges, rms, wls_rms, problem.joint_names, effort_rms)
+    signs, sign_notes = data_against_signs(first, values, rms, wls_rms, problem.joint_names, FIT_TOLERANCE,
+                                           effort_rms)
     against += signs
+    sign_notes = bound_notes + sign_notes
     res = IdentificationResult(method="physical", base=problem.base, values=values,
                                std=np.sqrt(np.clip(np.diag(cov), 0, None)), covariance=cov,
                                condition_number=first.condition_number, n_samples=problem.n_samples,

@@ -11,7 +11,15 @@ from .body_bounds import TINY_MASS
 
 _TERMS = {"Ia": "armature", "Fc": "Coulomb friction", "Fv": "viscous friction"}
 SIGN_SIGMAS = 3.0    # a negative term this many standard deviations below 0 is the data's, not noise
-SIGN_WARN_RATIO = 1.2   # holding it at 0 costs the joint more than this x WLS's in-sample RMS: a warning
+SIGN_WARN_RATIO = 1.2   # holding it at 0 costs the joint more than this x WLS's in-sample RMS: a warning ...
+VISIBLE_COST = 0.01     # ... and more than this fraction of the joint's effort RMS (on noise-free data WLS's RMS
+                        # is tiny: 70 % above it was still 0.1 % of the effort, and warning of it cried wolf)
+
+
+def visible_cost(rms, wls_rms, effort_rms) -> np.ndarray:
+    """(n,) True where the physical estimate's in-sample RMS exceeds WLS's by more than
+    `VISIBLE_COST` of the joint's effort RMS (the user would see it in the predictions)."""
+    return (np.asarray(rms) - np.asarray(wls_rms)) > VISIBLE_COST * np.asarray(effort_rms)
 
 
 def _fit_cost(rms, wls_rms, joints) -> str:
@@ -20,13 +28,16 @@ def _fit_cost(rms, wls_rms, joints) -> str:
         if wls_rms[worst] > 0 else "unknown"
 
 
-def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float) -> tuple[list[str], list[str]]:
+def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float,
+                       effort_rms=None) -> tuple[list[str], list[str]]:
     """One line per joint (or motor) whose armature or friction the data want negative and
     the physical estimate holds at about 0 -- WLS's value more than one standard deviation
     below 0 where holding it costs that joint's fit (or `SIGN_SIGMAS` below 0 anywhere):
     no physical drive has that; efforts that lag the motion (filtered or delayed efforts)
     or an effect the model lacks look like it. (warnings, notes): a warning where holding
-    them costs that joint more than `SIGN_WARN_RATIO` x WLS's in-sample RMS, else a note."""
+    them costs that joint more than `SIGN_WARN_RATIO` x WLS's in-sample RMS and a visible part
+    of its effort (`visible_cost`, when `effort_rms` is given), else a note."""
+    seen = visible_cost(rms, wls_rms, effort_rms) if effort_rms is not None else np.ones(len(joints), bool)
     found: dict = {}
     for k, name in enumerate(first.names):
         owner, _, sym = name.rpartition(".")
@@ -40,7 +51,7 @@ def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float
     warnings, notes = [], []
     for owner, terms in found.items():
         j = joints.index(owner) if owner in joints else None
-        costly = j is not None and rms[j] > SIGN_WARN_RATIO * wls_rms[j]
+        costly = j is not None and rms[j] > SIGN_WARN_RATIO * wls_rms[j] and bool(seen[j])
         cost = (f"its in-sample RMS {100 * (rms[j] / wls_rms[j] - 1):.2g} % above WLS's" if j is not None
                 and wls_rms[j] > 0 else f"in-sample RMS above WLS's by up to {_fit_cost(rms, wls_rms, joints)}")
         line = (f"joint {owner!r}: the data want a negative {' and '.join(terms)}: no physical drive has that -- "
@@ -50,10 +61,11 @@ def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float
     return warnings, notes
 
 
-def data_against_bounds(bodies: dict, ranges, rms, wls_rms, joints) -> list[str]:
+def data_against_bounds(bodies: dict, ranges, rms, wls_rms, joints, effort_rms=None) -> tuple[list[str], list[str]]:
     """One line per body the data hold against a mass or centre-of-mass bound (the prior
     pulls toward CAD, inside the bounds: an active bound is the data's doing), with what
-    holding it there costs in fit against WLS."""
+    holding it there costs in fit against WLS: (warnings, notes) -- notes when that cost is
+    nowhere a visible part of a joint's effort (`visible_cost`, when `effort_rms` is given)."""
     cost = _fit_cost(rms, wls_rms, joints)
     out = []
     for b, d in bodies.items():
@@ -76,5 +88,7 @@ def data_against_bounds(bodies: dict, ranges, rms, wls_rms, joints) -> list[str]
             out.append(f"body of joint {b!r}: {' and '.join(whys)}: the data and the URDF disagree; the "
                        f"physical estimate is held at the bound (in-sample RMS above WLS's by up to {cost}); "
                        "check the URDF's <inertial> or widen identification.physical")
-    return out
+    if effort_rms is not None and not visible_cost(rms, wls_rms, effort_rms).any():
+        return [], out
+    return out, []
 
