@@ -164,9 +164,9 @@ def process_input(source, cfg, filters_for_rate: Callable[[float], Sequence[Filt
     `FilterOptions` of ``filters_for_rate(rate)``, called with the first input's
     synchronised rate; for a later input, the stores of the filters its own rate's call
     does not return are dropped for every input, with a note). The samples' joints are in
-    the order of `joints` (default the config's), matched by name. The positions of the `unwrap` joints (continuous joints)
-    are made continuous before anything else (`joint_stream.AngleUnwrap`; a note counts
-    the wraps). Raises `SignalError` when nothing usable remains."""
+    the order of `joints` (default the config's), matched by name. The positions of the
+    `unwrap` joints (continuous joints) are made continuous before anything else
+    (`joint_stream.AngleUnwrap`; a note counts the wraps). Raises `SignalError` when nothing usable remains."""
     joints = tuple(cfg.joints) if joints is None else tuple(joints)
     if sorted(joints) != sorted(cfg.joints):
         raise SignalError(f"joints {', '.join(joints)} are not the config's ({', '.join(cfg.joints)})")
@@ -287,19 +287,20 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
     dropped = {"segments": 0, "samples": 0}
     kept = {"segments": 0, "samples": 0}
     sync_kept = feed.kept_by_sync
-    checked: list = []       # this input's filters were matched with its rate
+    checked = False          # this input's filters were matched with its rate
 
     def min_needed() -> int:
         return max(int(opts_sync.min_samples), 1, int(math.ceil(opts_sync.min_segment_s * feed.rate - 1e-6)) + 1)
 
     def pipelines() -> list:
+        nonlocal checked
         if not out.stores:
             options = list(filters_for_rate(feed.rate))
             if not options:
                 raise SignalError("no filter to process the recording with")
             out.filters.extend(options)
             out.stores.extend(ProcessedStore(out.joints, store_dir) for _ in options)
-            checked.append(True)
+            checked = True
         elif not checked:       # a later input: only the filters its own rate carries are kept
             usable = list(filters_for_rate(feed.rate))
             ks = [k for k, f in enumerate(out.filters) if f in usable]
@@ -308,7 +309,7 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
                 out.keep(ks)
                 skipped.append(f"note: filter cutoff candidate(s) {', '.join(f'{c:g}' for c in gone)} Hz dropped "
                                f"for every input: this input's rate ({feed.rate:.6g} Hz) cannot carry them")
-            checked.append(True)
+            checked = True
         return list(zip(out.filters, out.stores))
 
     def sink_for(seg: int, k: int, store: ProcessedStore):

@@ -107,6 +107,12 @@ UNEXPLAINED = 0.75       # a residual this large a fraction of the effort RMS wh
                          # wrist whose torque is mostly sensor noise)
 
 
+def _removed(rel: float, share: float) -> float:
+    """The part of the effort RMS a probe explaining `share` of a residual of `rel` x the
+    effort RMS would remove."""
+    return rel * (1.0 - np.sqrt(max(0.0, 1.0 - share)))
+
+
 def judge_structure(diagnostics: list[dict]) -> list[dict]:
     """The joints whose residual follows something the model lacks:
     [{joint, cause, probe, share, relative_rms, gain}], the named probe first."""
@@ -115,10 +121,9 @@ def judge_structure(diagnostics: list[dict]) -> list[dict]:
         rel, ex = d["relative_rms"], d["explained"]
         if not np.isfinite(rel):
             continue
-        removed = lambda share: rel * (1.0 - np.sqrt(max(0.0, 1.0 - share)))  # noqa: E731
         named = {k: v for k, v in ex.items() if k != "own" and k != "gain"}
         probe = max(named, key=named.get) if named else None
-        if probe is not None and named[probe] >= PROBE_SHARE and removed(named[probe]) >= MIN_REMOVED:
+        if probe is not None and named[probe] >= PROBE_SHARE and _removed(rel, named[probe]) >= MIN_REMOVED:
             other = probe.rpartition("effort of ")[2]
             cause = ("a spring or balancer that springs: lacks or places wrong" if probe == "position" else
                      f"crossed channels (its efforts move as joint {other!r}'s should), or a gain error the fit "
@@ -127,7 +132,7 @@ def judge_structure(diagnostics: list[dict]) -> list[dict]:
                           "current channels, or a gain error the fit spreads")
             out.append({"joint": d["joint"], "probe": probe, "share": named[probe], "relative_rms": rel,
                         "cause": cause, "gain": 1.0 + d["gain_slope"]})
-        elif ex["own"] >= OWN_SHARE and removed(ex["own"]) >= MIN_REMOVED:
+        elif ex["own"] >= OWN_SHARE and _removed(rel, ex["own"]) >= MIN_REMOVED:
             out.append({"joint": d["joint"], "probe": "own", "share": ex["own"], "relative_rms": rel,
                         "cause": "the joints disagree about the parameters they share -- a torque constant, gear "
                                  "ratio or direction wrong on one of them or another joint, a coupling or spring the "
