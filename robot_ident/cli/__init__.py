@@ -12,7 +12,7 @@ import traceback
 from ..errors import RobotIdentError
 
 # Order is the order shown by --help.
-COMMANDS = ("init", "demo", "design", "simulate", "identify", "validate", "report")
+COMMANDS = ("init", "demo", "design", "simulate", "identify", "validate", "monitor", "report")
 MAX_MESSAGE = 400          # characters of an error line (a 900-character key name is cut)
 
 

@@ -36,7 +36,9 @@ class SimulateOutcome:
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = defaults.STORAGE,
                     repetitions: int = defaults.REPETITIONS, progress: Progress | None = None,
-                    package_dirs=(), bag_version: int = 8) -> SimulateOutcome:
+                    package_dirs=(), bag_version: int = 8, external=None) -> SimulateOutcome:
+    """`external`: a `sim.mujoco_arm.ExternalForce` pushing on a link (a contact, for the monitor);
+    its joint torques' peaks go into the truth file."""
     from ..io.staging import check_output_folder, release_output
 
     progress = progress or Progress(quiet=True)
@@ -45,13 +47,13 @@ def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = d
     check_output_folder(output, "bag", replace=False)          # before any work (takes its lock)
     try:
         return _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, progress, package_dirs,
-                         bag_version)
+                         bag_version, external)
     finally:
         release_output(output)
 
 
 def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, progress, package_dirs,
-              bag_version) -> SimulateOutcome:
+              bag_version, external=None) -> SimulateOutcome:
     from ..data.bag import write_bag_from_config
     from ..excitation.trajectory_file import load_trajectory
     from ..io.config import load_config
@@ -62,6 +64,8 @@ def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, 
 
     cfg = load_config(config_path)
     if cfg.parameters.get("closures"):       # a closed chain: offline/closed_chain_workflow.py
+        if external is not None:
+            raise ConfigError("an external force is simulated on serial arms only (this config has closures)")
         from ..excitation.repeat import Repeated
         from .closed_chain_workflow import simulate_closed_chain_bag
         o = simulate_closed_chain_bag(urdf, config_path, Repeated(load_trajectory(trajectory_path).trajectory,
@@ -98,7 +102,7 @@ def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, 
                            transmission=cad.transmission)
     from ..excitation.repeat import Repeated
     with progress.stage("simulate"):
-        run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction)
+        run = arm.run(Repeated(traj, repetitions), None, sim.noise, progress=progress.fraction, external=external)
     with progress.stage("write bag"), StagedFolder(output, "bag", replace=False, create=False) as staged:
         # written aside and renamed into place: an interrupted write leaves nothing behind
         info = write_bag_from_config(staged, run.recording, cfg, storage=storage,
@@ -111,6 +115,11 @@ def _simulate(urdf, config_path, trajectory_path, output, storage, repetitions, 
                      "joints": list(traj.joint_names),
                      "effort_noise_std": {j: float(s) for j, s in zip(traj.joint_names, run.effort_noise_std)},
                      "parameters": {n: float(v) for n, v in zip(names, true_theta)}}
+        if external is not None:
+            peak = run.tau_external[np.argmax(np.abs(run.tau_external), axis=0), np.arange(len(traj.joint_names))]
+            truth_doc["external_force"] = {"link": external.link, "force": [float(f) for f in external.force],
+                                           "start": float(external.start), "end": float(external.end),
+                                           "peak_joint_torques": {j: float(v) for j, v in zip(traj.joint_names, peak)}}
         if hasattr(cad, "springs"):
             truth_doc["parameters"].update({n: float(v) for n, v in zip(cad.springs.names, theta[cad.spring_slice()])})
         atomic_write_text(staged / TRUTH_FILE, yaml.safe_dump(truth_doc, sort_keys=False))
@@ -143,23 +152,33 @@ def _result_robot(d: dict, path) -> tuple[list, dict, FrictionOptions, dict]:
     return joints, locked, friction, raw
 
 
-def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
-                 output=None, warn=print_stderr) -> ValidateOutcome:
-    """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
-    other joints, a URDF of another layout, or a bag whose efforts do not follow the
-    result's prediction (another robot) is a one-line error. Writes `output` (default
-    DIR/validation.yaml), checked before any work. Reads `bag` (a rosbag2 folder or a table)
-    through the one pipeline (estimation/flow.py), in bounded memory, with the recording
-    checks (spikes only warn); their ``warning:`` lines go to `warn` and validation.yaml."""
-    from ..io.config import load_config
-    from ..io.staging import OutputError, check_writable_path
+@dataclass
+class ResultModel:
+    """A result folder's model, ready to predict: its result.yaml, base parameters and
+    values, config, the model with the result's layout, and the in-sample raw RMS per joint."""
 
-    progress = progress or Progress(quiet=True)
-    rdir = Path(result_dir)
-    out = Path(output) if output is not None else rdir / "validation.yaml"
-    if out.is_dir():
-        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/validation.yaml)")
-    check_writable_path(out)
+    doc: dict
+    base: object
+    values: np.ndarray
+    cfg: object
+    model: RobotModel
+    raw_rms: dict
+    icfg: object
+    config_path: Path
+
+    def standard_parameters(self) -> np.ndarray:
+        """A standard vector with the result's base values: the URDF's values where the data
+        determine nothing (any such vector predicts the same efforts)."""
+        nominal = self.model.nominal
+        return nominal + self.base.standard_from_base(np.asarray(self.values, float) - self.base.project(nominal))
+
+
+def load_result_model(rdir, urdf=None, config_path=None) -> ResultModel:
+    """The model of result folder `rdir` (URDF and config default to its model.urdf and
+    config.yaml): a config with other joints, or a URDF of another parameter layout, is a
+    one-line error."""
+    from ..io.config import load_config
+    rdir = Path(rdir)
     d, base, values, _ = load_result(rdir)
     joints, locked, friction, raw = _result_robot(d, rdir / "result.yaml")
     urdf = urdf or rdir / "model.urdf"
@@ -184,6 +203,27 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     if tuple(model.layout.names) != tuple(base.standard_names):
         raise ConfigError(f"URDF {urdf} does not give the parameter layout of result {rdir}/result.yaml "
                           "(another robot?)")
+    return ResultModel(d, base, np.asarray(values, float), cfg, model, raw, icfg, Path(config_path))
+
+
+def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progress | None = None,
+                 output=None, warn=print_stderr) -> ValidateOutcome:
+    """Per-joint RMS of a result on another bag. Joints are matched by name; a config with
+    other joints, a URDF of another layout, or a bag whose efforts do not follow the
+    result's prediction (another robot) is a one-line error. Writes `output` (default
+    DIR/validation.yaml), checked before any work. Reads `bag` (a rosbag2 folder or a table)
+    through the one pipeline (estimation/flow.py), in bounded memory, with the recording
+    checks (spikes only warn); their ``warning:`` lines go to `warn` and validation.yaml."""
+    from ..io.staging import OutputError, check_writable_path
+
+    progress = progress or Progress(quiet=True)
+    rdir = Path(result_dir)
+    out = Path(output) if output is not None else rdir / "validation.yaml"
+    if out.is_dir():
+        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/validation.yaml)")
+    check_writable_path(out)
+    r = load_result_model(rdir, urdf, config_path)
+    d, base, values, cfg, model, raw, icfg = r.doc, r.base, r.values, r.cfg, r.model, r.raw_rms, r.icfg
     vsettings = icfg.settings
     chosen = (d.get("source") or {}).get("filter_cutoff_hz")
     from dataclasses import replace

@@ -79,6 +79,18 @@ class SimulationResult:
     q_true: np.ndarray
     qd_true: np.ndarray
     effort_noise_std: np.ndarray   # (n,)
+    tau_external: np.ndarray | None = None   # (N, n) joint torques of the external force (its truth)
+
+
+@dataclass(frozen=True)
+class ExternalForce:
+    """A force pushing on a link's centre of mass from `start` to `end` (s), in the world
+    frame (N): a contact, for the monitor's truth (MuJoCo ``xfrc_applied``)."""
+
+    link: str
+    force: tuple
+    start: float
+    end: float
 
 
 def mujoco_ready_urdf(urdf_xml: str) -> str:
@@ -217,8 +229,10 @@ class SimulatedArm:
         return eff * wn ** 2, 2.0 * eff * wn
 
     def run(self, trajectory, duration: float | None = None, noise: SimNoise | None = None,
-            progress: Callable[[float], None] | None = None) -> SimulationResult:
-        """Follow `trajectory` (anything with `sample(t)` and `duration`) from its start state."""
+            progress: Callable[[float], None] | None = None, external: ExternalForce | None = None
+            ) -> SimulationResult:
+        """Follow `trajectory` (anything with `sample(t)` and `duration`) from its start state;
+        `external`: a force on a link during part of it (the controller is not told)."""
         noise = noise or SimNoise()
         duration = float(trajectory.duration if duration is None else duration)
         if list(getattr(trajectory, "joint_names", self.joint_names)) != list(self.joint_names):
@@ -244,6 +258,8 @@ class SimulatedArm:
         qd_true = np.empty((N, n))
         tau = np.empty((N, n))
         report_every = max(1, N // 20)
+        push = self._external(external)
+        tau_ext = np.zeros((N, n)) if push is not None else None
         for k in range(N):
             q_true[k] = d.qpos[self._qadr]
             qd_true[k] = d.qvel[self._dadr]
@@ -252,6 +268,8 @@ class SimulatedArm:
                 qm, qdm = qm + nq_noise[k], qdm + nqd_noise[k]
             tau[k] = ff[k] + kp[k] * (q_des[k] - qm) + kd[k] * (qd_des[k] - qdm)
             d.qfrc_applied[self._dadr] = tau[k]
+            if push is not None:
+                tau_ext[k] = push(t[k])
             for _ in range(self.substeps):
                 mujoco.mj_step(m, d)
             if d.warning[_BADQACC].number:      # MuJoCo resets the state and carries on: a bag of nonsense
@@ -278,4 +296,24 @@ class SimulatedArm:
                         meta={"source": "robot_ident.sim.SimulatedArm", "effort_noise_std": std.tolist()})
         if progress is not None:
             progress(1.0)
-        return SimulationResult(rec, tau, q_true, qd_true, std)
+        return SimulationResult(rec, tau, q_true, qd_true, std, tau_ext)
+
+    def _external(self, external: ExternalForce | None):
+        """A function of t that sets the force (or clears it) and returns its joint torques."""
+        if external is None:
+            return None
+        m, d = self.mj_model, self.mj_data
+        body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, external.link)
+        if body < 0:
+            raise ModelError(f"external force: no link {external.link!r} in the simulated arm")
+        force = np.asarray(external.force, float)
+
+        def push(t: float) -> np.ndarray:
+            on = external.start <= t < external.end
+            d.xfrc_applied[body] = np.concatenate([force, np.zeros(3)]) if on else 0.0
+            if not on:
+                return np.zeros(len(self._dadr))
+            qfrc = np.zeros(m.nv)
+            mujoco.mj_applyFT(m, d, force, np.zeros(3), d.xipos[body].copy(), body, qfrc)
+            return qfrc[self._dadr]
+        return push

@@ -24,13 +24,32 @@ def add_parser(sub):
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
                    help="folder holding the packages of package:// collision meshes; repeatable")
+    p.add_argument("--push", nargs=6, default=None, metavar=("LINK", "FX", "FY", "FZ", "START", "END"),
+                   help="an external force (N, world frame) on LINK's centre of mass from START to END s, which "
+                        "the controller is not told about: a contact for robot-ident monitor to find (its joint "
+                        "torques' peaks go into the truth file)")
     p.set_defaults(func=run)
+
+
+def _push(values):
+    if values is None:
+        return None
+    from ...errors import ConfigError
+    from ...sim.mujoco_arm import ExternalForce
+    try:
+        fx, fy, fz, start, end = (float(v) for v in values[1:])
+    except ValueError:
+        raise ConfigError(f"--push: FX FY FZ START END must be numbers, got {' '.join(values[1:])}") from None
+    if not start < end:
+        raise ConfigError(f"--push: START ({start:g} s) must come before END ({end:g} s)")
+    return ExternalForce(values[0], (fx, fy, fz), start, end)
 
 
 def run(args) -> int:
     from ...offline.bag_workflow import simulate_to_bag
     o = simulate_to_bag(args.urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
-                        Progress(quiet=args.quiet), package_dirs=args.package_dir, bag_version=args.bag_version)
+                        Progress(quiet=args.quiet), package_dirs=args.package_dir, bag_version=args.bag_version,
+                        external=_push(args.push))
     topics = ", ".join(f"{t} ({n} messages)" for t, n in o.topics.items())
     print(f"wrote {o.bag}: {o.duration:.2f} s, {topics}; true parameters in {o.truth_file}")
     return 0

@@ -1,0 +1,44 @@
+"""`robot-ident monitor`: an identified model over a recording -- external torques, contacts, model health."""
+from __future__ import annotations
+
+from ...util.progress import Progress
+
+
+def add_parser(sub):
+    p = sub.add_parser("monitor", help="external torques, contact events and model health of a recording",
+                       description="Runs a result's model over a recording as the monitor node does next to the "
+                                   "arm: a generalised-momentum observer estimates the external joint torques, "
+                                   "contacts are where they leave the no-contact band (the result's residual RMS "
+                                   "times --threshold), and the model's health (residual, friction drift, payload "
+                                   "change) is judged. Writes OUTPUT/events.yaml, monitor.npz and monitor.png.")
+    p.add_argument("--bag", required=True, help="rosbag2 folder (or CSV/NPZ table) to monitor")
+    p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
+    p.add_argument("--output", required=True, help="new folder (or a monitor folder to replace)")
+    p.add_argument("--urdf", default=None, help="URDF (default: RESULT/model.urdf)")
+    p.add_argument("--config", default=None, help="parameter YAML (default: RESULT/config.yaml)")
+    p.add_argument("--gain", type=float, default=None,
+                   help="observer gain K [1/s]: a step is seen at 1 - exp(-K t) (default 150)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="contact threshold in multiples of each joint's band (default 2.5)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dataclasses import replace
+
+    from ...offline.monitor_workflow import monitor_bag
+    from ...online.momentum_observer import ObserverSettings
+    s = ObserverSettings()
+    s = replace(s, **{k: v for k, v in (("gain", args.gain), ("threshold", args.threshold)) if v is not None})
+    o = monitor_bag(args.bag, args.result, args.output, urdf=args.urdf, config_path=args.config, settings=s,
+                    progress=Progress(quiet=args.quiet))
+    print(f"monitored {o.duration:.2f} s ({o.samples} samples); model health {o.health.get('level', 'OK')}")
+    if not o.events:
+        print("no contact")
+    for e in o.events:
+        d = e.as_dict()
+        print(f"contact on {d['joint']}: {d['start']:.3f}-{d['end']:.3f} s, peak {d['peak']:+.4g}"
+              + (" (still on at the end)" if e.open else ""))
+    print(f"wrote {o.output}/events.yaml, monitor.npz, monitor.png")
+    return 0
