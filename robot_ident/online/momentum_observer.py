@@ -57,7 +57,7 @@ class FrictionSlack:
     """What the threshold must allow for where a joint is in the friction dead band: its
     friction there is anything between -Fc and +Fc (stiction), while the model's smooth
     Coulomb term is at -Fc or +Fc just before a reversal: an error of up to 2 |Fc|.
-    ``2 |Fc| w(qd)`` with ``w`` 1 below the dead-band velocity and 0 above twice it, through
+    ``2 |Fc| w(qd)`` with ``w`` 1 below the dead-band velocity and 0 above three times it, through
     the observer's own filter (its impulse response is positive, so the filtered friction
     error stays inside the filtered slack)."""
 
@@ -70,7 +70,7 @@ class FrictionSlack:
 
     def update(self, t, qd) -> np.ndarray:
         t = np.atleast_1d(np.asarray(t, float))
-        w = np.clip(2.0 - np.abs(np.atleast_2d(qd)) / self.v, 0.0, 1.0) if self.v > 0 else np.zeros((t.size, 1))
+        w = np.clip(1.5 - 0.5 * np.abs(np.atleast_2d(qd)) / self.v, 0.0, 1.0) if self.v > 0 else np.zeros((t.size, 1))
         x = w * self.fc
         out = np.empty_like(x)
         for k in range(t.size):
@@ -170,14 +170,21 @@ class ContactDetector:
         self.off = self.settings.release * self.on
 
     def _calibrate(self, t, r, moving) -> int:
-        """Samples of the calibration (the first `calibration_s`): the observer's RMS on the
-        joints' moving samples; then the band is max(model band, NOISE_FACTOR x that RMS).
-        Returns how many samples it took."""
+        """Samples of the calibration (the first `calibration_s`): the RMS of the observer's
+        noise on the joints' moving samples -- r less its own lag at a tenth of the gain, so
+        that a model error at the motion's frequencies (a worn joint's friction) is not
+        taken for noise and does not widen the band; then the band is max(model band,
+        NOISE_FACTOR x that RMS). Returns how many samples it took."""
         if self._t0 is None:
-            self._t0 = t[0]
+            self._t0, self._lp, self._lp_t = t[0], r[0].copy(), t[0]
         k = int(np.searchsorted(t, self._t0 + self.settings.calibration_s))
-        self._sum += (r[:k] ** 2 * moving[:k]).sum(axis=0)
-        self._count += moving[:k].sum(axis=0)
+        slow = self.settings.gain / 10.0
+        for i in range(k):
+            a = math.exp(-slow * max(t[i] - self._lp_t, 0.0))
+            self._lp = a * self._lp + (1.0 - a) * r[i]
+            self._lp_t = t[i]
+            self._sum += (r[i] - self._lp) ** 2 * moving[i]
+            self._count += moving[i]
         if k < t.size:
             self.observer_rms = np.sqrt(self._sum / np.maximum(self._count, 1))
             self.observer_rms[self._count == 0] = np.nan

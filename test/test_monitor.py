@@ -1,0 +1,230 @@
+"""The monitor (issue 33): the momentum model against Pinocchio, the observer against
+MuJoCo's truth (a force pushing the arm mid-motion), contact events, the wrench, model
+health (friction drift, payload change) and `robot-ident monitor` end to end."""
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+import yaml
+
+from robot_ident.cli import main
+from robot_ident.errors import ConfigError
+from robot_ident.model.momentum import MomentumModel
+from robot_ident.model.robot import FrictionOptions, RobotModel
+from robot_ident.online.momentum_observer import (
+    ContactDetector,
+    FrictionSlack,
+    MomentumObserver,
+    ObserverSettings,
+    end_effector_wrench,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "config" / "demo_arm.yaml"
+TRAJ = ROOT / "config" / "demo_arm_excitation.yaml"
+
+
+def run_cli(*args):
+    return main([str(a) for a in args])
+
+
+def test_momentum_terms_equal_pinocchios(demo_urdf):
+    """p = M qd (with the rotors' armature) and beta = g - C^T qd + friction + offset."""
+    m = RobotModel(demo_urdf)
+    rng = np.random.default_rng(3)
+    theta = m.nominal.copy()
+    lay = m.layout
+    ia, fc, fv, off = (np.array([theta[lay.index(f"{j}.{s}")] for j in m.joint_names]) for s in ("Ia", "Fc", "Fv", "off"))
+    ia, fc, fv, off = ia + 0.1, fc + 1.0, fv + 0.5, off + 0.2
+    for k, j in enumerate(m.joint_names):
+        for s, v in (("Ia", ia), ("Fc", fc), ("Fv", fv), ("off", off)):
+            theta[lay.index(f"{j}.{s}")] = v[k]
+    mm = MomentumModel(m, theta)
+    q = rng.uniform(-2, 2, (8, m.n))
+    qd = rng.uniform(-2, 2, (8, m.n))
+    p, beta = mm.terms(q, qd)
+    vs = m.friction.coulomb_velocity_scale
+    for k in range(8):
+        M = pin.crba(m.model, m.data, q[k])
+        M = np.triu(M) + np.triu(M, 1).T
+        C = pin.computeCoriolisMatrix(m.model, m.data, q[k], qd[k])
+        g = pin.computeGeneralizedGravity(m.model, m.data, q[k])
+        np.testing.assert_allclose(p[k], (M + np.diag(ia)) @ qd[k], rtol=1e-10, atol=1e-10)
+        expected = g - C.T @ qd[k] + fc * np.tanh(qd[k] / vs) + fv * qd[k] + off
+        np.testing.assert_allclose(beta[k], expected, rtol=1e-5, atol=1e-5 * np.abs(g).max())
+    np.testing.assert_allclose(mm.coulomb(), fc)
+
+
+@pytest.fixture(scope="module")
+def pushed_arm(demo_urdf):
+    """The demo arm in MuJoCo (the config's friction, armature, payload) pushed down at the
+    flange from 7.0 to 7.5 s, and the model with MuJoCo's true parameters."""
+    from robot_ident.estimation.pipeline import identification_config
+    from robot_ident.excitation.trajectory_file import load_trajectory
+    from robot_ident.io.config import load_config
+    from robot_ident.io.model_loading import load_model
+    from robot_ident.io.urdf_export import write_parameters
+    from robot_ident.sim import SimulatedArm
+    from robot_ident.sim.config import simulation_config
+    from robot_ident.sim.mujoco_arm import ExternalForce
+
+    cfg = load_config(CONFIG)
+    cad = load_model(demo_urdf, cfg, identification_config(cfg.section("identification")))
+    sim = simulation_config(cfg.section("simulation"), cad)
+    truth_urdf, _ = write_parameters(cad, sim.truth_parameters(cad))
+    traj = load_trajectory(TRAJ).trajectory
+    arm = SimulatedArm(truth_urdf, traj.joint_names, sim.truth, nominal=RobotModel(cad.urdf_xml, traj.joint_names))
+    run = arm.run(traj, None, sim.noise, external=ExternalForce("link6", (0.0, 0.0, -20.0), 7.0, 7.5))
+    model = RobotModel(truth_urdf, traj.joint_names, friction=cad.friction)
+    return run, model, arm.true_parameters(model)
+
+
+def test_observer_recovers_mujocos_push(pushed_arm):
+    """With the true model, the observer's estimate during the push equals the joint torques
+    MuJoCo applied (mj_applyFT of the force) to within 10 % wherever the joint moves outside
+    the friction dead band, 15 ms after the push began; before the push it stays inside the
+    friction slack plus the noise."""
+    run, model, theta = pushed_arm
+    rec = run.recording
+    s = ObserverSettings()
+    r = MomentumObserver(MomentumModel(model, theta), s).update(rec.t, rec.q, rec.qd, rec.effort)
+    te = run.tau_external
+    settled = (rec.t > 7.0 + 3.0 / s.gain) & (rec.t < 7.5)
+    moving = np.abs(run.qd_true) > 0.1
+    big = np.abs(te[settled]).max(axis=0) > 1.0          # elbow, wrist_1: 8.6 and 2.2 N*m
+    assert big.sum() >= 2
+    for j in np.flatnonzero(big):
+        m = settled & moving[:, j]
+        assert m.sum() > 200
+        err = np.abs(r[m, j] - te[m, j]) / np.abs(te[m, j])
+        assert np.median(err) < 0.05, (model.joint_names[j], np.median(err))
+        assert np.percentile(err, 90) < 0.10, (model.joint_names[j], np.percentile(err, 90))
+    slack = FrictionSlack(MomentumModel(model, theta).coulomb(), 0.05, s.gain).update(rec.t, rec.qd)
+    before = (rec.t > 0.5) & (rec.t < 6.9)
+    assert (np.abs(r[before]) <= slack[before] + 0.6).all()
+
+
+def test_wrench_of_a_known_force(demo_urdf):
+    """Joint torques J^T F of a known wrench at the last joint give that wrench back."""
+    m = RobotModel(demo_urdf)
+    rng = np.random.default_rng(5)
+    q = rng.uniform(-1.5, 1.5, (4, m.n))
+    F = rng.normal(size=(4, 6)) * 10
+    tau = np.empty((4, m.n))
+    jid = m._jid[-1]
+    for k in range(4):
+        pin.computeJointJacobians(m.model, m.data, q[k])
+        J = pin.getJointJacobian(m.model, m.data, jid, pin.LOCAL_WORLD_ALIGNED)
+        tau[k] = J.T @ F[k]
+    np.testing.assert_allclose(end_effector_wrench(m, q, tau), F, rtol=1e-6, atol=1e-6)
+
+
+def test_detector_calibrates_then_watches_with_hysteresis():
+    t = np.arange(0, 8.0, 0.001)
+    rng = np.random.default_rng(0)
+    r = rng.normal(0, 0.1, (t.size, 2))
+    r[(t > 6.0) & (t < 6.5), 1] += 2.0                   # a contact on joint b
+    r[(t > 2.0) & (t < 2.1), 0] += 5.0                   # in the calibration: not an event, widens a's band
+    d = ContactDetector(("a", "b"), np.array([0.05, 0.05]), ObserverSettings(calibration_s=5.0))
+    flag = np.concatenate([d.update(t[k:k + 700], r[k:k + 700]) for k in range(0, t.size, 700)])
+    events = d.finish()
+    assert d.calibrated
+    np.testing.assert_allclose(d.observer_rms[1], 0.1, rtol=0.05)
+    assert d.band[0] > d.band[1]                             # the push in the calibration is in a's band
+    assert [e.joint for e in events] == ["b"]
+    e = events[0]
+    assert 6.0 <= e.start < 6.01 and 6.5 <= e.end < 6.52 and e.peak > 2.0
+    assert flag[(t > 6.05) & (t < 6.45)].all() and not flag[t < 5.9].any()
+
+
+def test_detector_slack_and_bad_band():
+    d = ContactDetector(("a",), np.array([0.1]), ObserverSettings(calibration_s=0.001))
+    t = np.arange(0, 1, 0.001)
+    r = np.full((t.size, 1), 0.5)
+    d.update(t, r, slack=np.full((t.size, 1), 0.4))             # 0.5 < 0.25 + 0.4: stiction, no contact
+    assert d.finish() == []
+    with pytest.raises(ConfigError, match="'b'"):
+        ContactDetector(("a", "b"), np.array([0.1, 0.0]))
+    with pytest.raises(ConfigError, match="gain"):
+        ObserverSettings(gain=-1.0)
+
+
+@pytest.fixture(scope="module")
+def demo_result(tmp_path_factory, demo_urdf):
+    """A WLS result of the demo arm from one clean simulated run."""
+    d = tmp_path_factory.mktemp("monitor")
+    assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", TRAJ, "--output",
+                   d / "clean", "--quiet") == 0
+    assert run_cli("identify", "--bag", d / "clean", "--urdf", demo_urdf, "--config", CONFIG, "--output",
+                   d / "res", "--method", "wls", "--quiet") == 0
+    return d
+
+
+def _config_with(tmp, **joint_changes):
+    doc = yaml.safe_load(CONFIG.read_text())
+    p = doc["robot_ident"]["ros__parameters"]
+    p["simulation"]["seed"] = 7
+    for j, (key, factor) in joint_changes.items():
+        p["simulation"]["joints"][j][key] *= factor
+    out = tmp / "changed.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+def test_monitor_cli_finds_the_push_and_nothing_on_clean_data(demo_result, demo_urdf, capsys):
+    d = demo_result
+    assert run_cli("simulate", "--urdf", demo_urdf, "--config", CONFIG, "--trajectory", TRAJ, "--output", d / "push",
+                   "--quiet", "--push", "link6", 0, 0, -20, 7.0, 7.5) == 0
+    truth = yaml.safe_load((d / "push" / "robot_ident_truth.yaml").read_text())["external_force"]
+    clean_out = d / "m_clean"
+    assert run_cli("monitor", "--bag", d / "clean", "--result", d / "res", "--output", clean_out, "--quiet") == 0
+    doc = yaml.safe_load((clean_out / "events.yaml").read_text())
+    assert doc["events"] == [] and doc["health"]["level"] == "OK"
+    assert "no contact" in capsys.readouterr().out
+    out = d / "m_push"
+    assert run_cli("monitor", "--bag", d / "push", "--result", d / "res", "--output", out, "--quiet") == 0
+    doc = yaml.safe_load((out / "events.yaml").read_text())
+    band = {j: v["band"] for j, v in doc["band"].items() if isinstance(v, dict)}
+    seen = {}
+    for e in doc["events"]:
+        assert 7.0 <= e["start"] < 7.5, e                  # nothing but the push
+        if abs(e["peak"]) > abs(seen.get(e["joint"], 0.0)):
+            seen[e["joint"]] = e["peak"]
+    # detected within 20 ms (a joint in its friction dead band then is seen once it moves)
+    assert min(e["start"] for e in doc["events"]) < 7.02
+    for j, peak in truth["peak_joint_torques"].items():
+        if abs(peak) > 3 * 2.5 * band[j]:
+            assert j in seen, (j, peak, band[j])
+            assert abs(seen[j] - peak) < 0.10 * abs(peak), (j, seen[j], peak)
+    z = np.load(out / "monitor.npz")
+    assert z["external_torque"].shape == (z["time"].size, 6) and z["contact"].any()
+    assert z["wrench"].shape == (z["time"].size, 6)
+    inside = (z["time"] > 7.2) & (z["time"] < 7.4)
+    force = np.median(z["wrench"][inside, :3], axis=0)             # pushed down with 20 N
+    assert abs(force[2] + 20.0) < 2.0 and np.hypot(force[0], force[1]) < 4.0, force
+    assert (out / "monitor.png").is_file()
+
+
+def test_monitor_names_friction_drift(demo_result, demo_urdf, tmp_path):
+    """Twice the Coulomb friction on wrist_1 (a worn joint) is a friction drift on wrist_1."""
+    cfg = _config_with(tmp_path, wrist_1=("coulomb", 2.0))
+    assert run_cli("simulate", "--urdf", demo_urdf, "--config", cfg, "--trajectory", TRAJ, "--output",
+                   tmp_path / "worn", "--quiet") == 0
+    assert run_cli("monitor", "--bag", tmp_path / "worn", "--result", demo_result / "res", "--output",
+                   tmp_path / "m", "--quiet") == 0
+    h = yaml.safe_load((tmp_path / "m" / "events.yaml").read_text())["health"]
+    drift = [f for f in h["findings"] if "friction drift" in f["reason"]]
+    assert [f["joint"] for f in drift] == ["wrist_1"], h["findings"]
+    np.testing.assert_allclose(h["friction_change"]["wrist_1"]["Fc"], 0.70, rtol=0.25)
+
+
+def test_monitor_refuses_a_foreign_output_and_a_missing_result(demo_result, tmp_path, capsys):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    assert run_cli("monitor", "--bag", demo_result / "clean", "--result", demo_result / "res", "--output",
+                   tmp_path / "mine") == 2
+    assert "not a robot_ident monitor folder" in capsys.readouterr().err
+    assert run_cli("monitor", "--bag", demo_result / "clean", "--result", tmp_path / "nothing", "--output",
+                   tmp_path / "o") == 2
+    assert "--result" in capsys.readouterr().err
