@@ -11,7 +11,7 @@ import yaml
 from robot_ident.cli import main
 from robot_ident.errors import ConfigError
 from robot_ident.model.momentum import MomentumModel
-from robot_ident.model.robot import FrictionOptions, RobotModel
+from robot_ident.model.robot import RobotModel
 from robot_ident.online.momentum_observer import (
     ContactDetector,
     FrictionSlack,
@@ -35,7 +35,8 @@ def test_momentum_terms_equal_pinocchios(demo_urdf):
     rng = np.random.default_rng(3)
     theta = m.nominal.copy()
     lay = m.layout
-    ia, fc, fv, off = (np.array([theta[lay.index(f"{j}.{s}")] for j in m.joint_names]) for s in ("Ia", "Fc", "Fv", "off"))
+    ia, fc, fv, off = (np.array([theta[lay.index(f"{j}.{s}")] for j in m.joint_names])
+                       for s in ("Ia", "Fc", "Fv", "off"))
     ia, fc, fv, off = ia + 0.1, fc + 1.0, fv + 0.5, off + 0.2
     for k, j in enumerate(m.joint_names):
         for s, v in (("Ia", ia), ("Fc", fc), ("Fv", fv), ("off", off)):
