@@ -21,9 +21,9 @@ import numpy as np
 
 def main() -> None:
     from robot_ident.excitation import FourierTrajectory
+    from robot_ident.io.result_model import result_robot
     from robot_ident.io.results import load_result
     from robot_ident.model.robot import RobotModel
-    from robot_ident.offline.bag_workflow import _result_robot
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--result", required=True, type=Path)
@@ -37,7 +37,7 @@ def main() -> None:
                          "the rigid-body dynamics alone")
     a = ap.parse_args()
     d, base, values, _ = load_result(a.result)
-    joints, locked, friction, _ = _result_robot(d, a.result / "result.yaml")
+    joints, locked, friction, _ = result_robot(d, a.result / "result.yaml")
     model = RobotModel(a.result / "model.urdf", joints, locked, friction)
     truth = RobotModel(a.urdf, joints, locked, friction)
     if tuple(model.layout.names) != tuple(base.standard_names) or model.layout.names != truth.layout.names:

@@ -13,7 +13,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "robot_ident"
 
-CORE = {"errors", "defaults", "util", "model", "mechanisms", "data", "estimation", "excitation", "io", "sim", "report"}
+CORE = {"errors", "defaults", "util", "model", "mechanisms", "data", "estimation", "excitation", "io", "sim", "report",
+        "monitor"}
 # What each top-level part of the package may import from robot_ident (besides itself).
 ALLOWED = {
     **{part: CORE for part in CORE},
@@ -25,7 +26,8 @@ ALLOWED = {
 }
 # The layers, lowest first: a part imports only parts on a lower layer (and itself).
 LAYER = {"errors": 0, "defaults": 0, "util": 1, "model": 2, "mechanisms": 3, "data": 3, "estimation": 4, "io": 5,
-         "excitation": 6, "sim": 7, "report": 7, "online": 8, "offline": 8, "demos": 8, "nodes": 9, "cli": 9}
+         "excitation": 6, "sim": 7, "report": 7, "monitor": 7, "online": 8, "offline": 8, "demos": 8, "nodes": 9,
+         "cli": 9}
 ROS_MODULES = {"rclpy", "rosidl_runtime_py", "sensor_msgs", "std_msgs", "control_msgs", "trajectory_msgs",
                "builtin_interfaces", "diagnostic_msgs", "std_srvs", "rosgraph_msgs", "action_msgs",
                "launch", "launch_ros", "ament_index_python", "rcl_interfaces", "geometry_msgs"}

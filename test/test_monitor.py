@@ -12,7 +12,7 @@ from robot_ident.cli import main
 from robot_ident.errors import ConfigError
 from robot_ident.model.momentum import MomentumModel
 from robot_ident.model.robot import RobotModel
-from robot_ident.online.momentum_observer import (
+from robot_ident.monitor.observer import (
     ContactDetector,
     FrictionSlack,
     MomentumObserver,

@@ -19,19 +19,11 @@ import numpy as np
 import yaml
 
 from ..errors import ConfigError
-from ..online.model_health import ModelHealth
-from ..online.momentum_observer import (
-    NOISE_FACTOR,
-    ContactDetector,
-    FrictionSlack,
-    MomentumObserver,
-    ObserverSettings,
-    causal_velocity,
-    end_effector_wrench,
-)
+from ..io.result_model import load_result_model
+from ..monitor.contact import ContactMonitor
+from ..monitor.observer import ObserverSettings
 from ..util.atomic import atomic_write_bytes, atomic_write_text
 from ..util.progress import Progress
-from .bag_workflow import load_result_model
 from .inputs import print_stderr
 
 KIND = "monitor"
@@ -47,47 +39,25 @@ class MonitorOutcome:
     output: Path
 
 
-def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str]:
-    """The noise band per joint: the result's held-out RMS against the raw effort, else its
-    in-sample one; and which it is."""
-    held = ((doc.get("validation") or {}).get("joints")) or {}
-    try:
-        if all(j in held and held[j].get("rms") for j in joints):
-            return np.array([float(held[j]["rms"]) for j in joints]), "held-out RMS"
-        return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS"
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"result.yaml: the residual RMS per joint is incomplete ({exc})") from None
+class _Pieces:
+    """The pipeline's converted pieces, in order, through the monitor (a processing observer)."""
 
-
-class _Run:
-    """The observer, the contact detector and the health monitor over the pipeline's pieces."""
-
-    def __init__(self, model, theta, band, settings: ObserverSettings, dead_band: float):
-        from ..model.momentum import MomentumModel
-        self.model = model
-        momentum = MomentumModel(model, theta)
-        self.observer = MomentumObserver(momentum, settings)
-        self.slack = FrictionSlack(momentum.coulomb(), dead_band, settings.gain)
-        self.detector = ContactDetector(model.joint_names, band, settings)
-        self.health = ModelHealth(model, theta, band)
+    def __init__(self, monitor: ContactMonitor):
+        self.monitor = monitor
         self.parts: list = []          # (t, r, flag, q) per piece
         self.origin = None
         self._segment = None
 
     def piece(self, segment: int, rec) -> None:
         if segment != self._segment:
-            self.observer.reset()
+            self.monitor.restart()
             self._segment = segment
         origin = rec.meta.get("stamp_origin_ns", 0) * 1e-9
         if self.origin is None:
             self.origin = origin + float(rec.t[0])
         t = rec.t + origin - self.origin
-        qd = rec.qd if rec.qd is not None else causal_velocity(t, rec.q, self.observer.settings.gain)
-        r = self.observer.update(t, rec.q, qd, rec.effort)
-        slack = self.slack.update(t, qd)
-        flag = self.detector.update(t, r, slack)
-        self.health.update(t, rec.q, qd, r, flag, slack <= 0.01 * self.detector.model_band)
-        self.parts.append((t, r, flag, rec.q))
+        step = self.monitor.update(t, rec.q, rec.qd, rec.effort)
+        self.parts.append((t, step.r, step.contact, rec.q))
 
     def segment_end(self, segment: int, kept: bool) -> None:
         pass
@@ -107,73 +77,40 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
     check_output_folder(output, KIND)
     try:
         rm = load_result_model(result_dir, urdf, config_path)
-        model = rm.model
-        if getattr(model, "closures", None):
-            raise ConfigError("monitor runs serial arms (this result is a closed chain)")
-        band, band_kind = result_band(rm.doc, model.joint_names, rm.raw_rms)
-        dead_band = float((rm.doc.get("settings") or {}).get("moving_threshold", rm.icfg.settings.moving_threshold))
-        run = _Run(model, rm.standard_parameters(), band, settings, dead_band)
-        with progress.stage("monitor"):
-            processed = process_input(bag, rm.cfg, lambda _rate: [rm.icfg.settings.filter], observer=run,
-                                      unwrap=tuple(model.continuous_joints))
-            processed.close()
-        events = run.detector.finish()
-        t = np.concatenate([p[0] for p in run.parts])
-        r = np.concatenate([p[1] for p in run.parts])
-        flag = np.concatenate([p[2] for p in run.parts])
-        q = np.concatenate([p[3] for p in run.parts])
-        health = run.health.summary(run.detector.band)
-        for line in calibration_findings(run.detector, settings):
+        monitor = ContactMonitor.from_result(rm, settings)
+        model = monitor.model
+        feed = _Pieces(monitor)
+        with progress.stage("monitor"):      # the filter stage runs too; its output is not used
+            process_input(bag, rm.cfg, lambda _rate: [rm.icfg.settings.filter], observer=feed,
+                          unwrap=tuple(model.continuous_joints)).close()
+        events = monitor.detector.finish()
+        t, r, flag, q = (np.concatenate([p[i] for p in feed.parts]) for i in range(4))
+        health = monitor.summary()
+        for line in monitor.calibration_findings():
             warn(line)
         for f in health.get("findings", []):
             warn(f"{f['level'].lower()}: joint {f['joint']!r}: {f['reason']}")
         wrench = None
         if flag.any():
-            wrench = np.full((t.size, 6), np.nan)
-            w = end_effector_wrench(model, q[flag], r[flag])
+            w = monitor.wrench(q[flag], r[flag])
             if w is not None:
+                wrench = np.full((t.size, 6), np.nan)
                 wrench[flag] = w
-            else:
-                wrench = None
         joints = list(model.joint_names)
         doc = {"format": "robot_ident/monitor", "version": 1, "bag": str(bag), "result": str(result_dir),
                "samples": int(t.size), "duration_s": float(t[-1] - t[0]) if t.size else 0.0,
                "observer": {"gain": settings.gain, "threshold": settings.threshold, "release": settings.release,
-                            "max_gap_s": settings.max_gap_s, "restarts": run.observer.restarts},
-               "band": {"model": band_kind, "calibration_s": settings.calibration_s,
-                        "note": f"per joint: max(the result's residual RMS, {NOISE_FACTOR:g} x the observer's RMS "
-                                "in the calibration)",
-                        **{j: {"band": _g(b), "model": _g(m), "observer_rms": _g(o)}
-                           for j, b, m, o in zip(joints, run.detector.band, band, run.detector.observer_rms)}},
-               "events": [e.as_dict() for e in events], "health": health}
+                            "max_gap_s": settings.max_gap_s, "restarts": monitor.observer.restarts},
+               "band": monitor.band_doc(), "events": [e.as_dict() for e in events], "health": health}
         with StagedFolder(output, KIND) as tmp:
             atomic_write_text(tmp / "events.yaml", yaml.safe_dump(doc, sort_keys=False))
-            thr = run.detector.band * settings.threshold
+            thr = monitor.detector.band * settings.threshold
             _write_npz(tmp / "monitor.npz", t, r, thr, flag, joints, wrench)
             _plot(tmp / "monitor.png", t, r, thr, events, joints)
     finally:
         release_output(output)
-    return MonitorOutcome(events, health, dict(zip(joints, run.detector.band)), int(t.size), doc["duration_s"],
+    return MonitorOutcome(events, health, dict(zip(joints, monitor.detector.band)), int(t.size), doc["duration_s"],
                           Path(output))
-
-
-def calibration_findings(detector: ContactDetector, settings: ObserverSettings) -> list[str]:
-    """What the calibration says about what the monitor could see: nothing watched (data
-    shorter than the calibration), or a band far above the model's residual."""
-    if not detector.calibrated:
-        return [f"warning: the data end within the calibration ({settings.calibration_s:g} s): no contact was "
-                "watched for"]
-    out = []
-    for j, b, m in zip(detector.joints, detector.band, detector.model_band):
-        if b > 5.0 * m:
-            out.append(f"warning: joint {j!r}: the observer's noise in the calibration makes the band {b / m:.1f} x "
-                       f"the model's residual ({b:.3g} against {m:.3g}): noisy velocities, or a contact in the first "
-                       f"{settings.calibration_s:g} s; contacts below {settings.threshold * b:.3g} go unseen there")
-    return out
-
-
-def _g(x) -> float | None:
-    return None if not np.isfinite(x) else float(f"{x:.6g}")
 
 
 def _write_npz(path, t, r, threshold, flag, joints, wrench) -> None:

@@ -27,8 +27,8 @@ def add_parser(sub):
 def run(args) -> int:
     from dataclasses import replace
 
+    from ...monitor.observer import ObserverSettings
     from ...offline.monitor_workflow import monitor_bag
-    from ...online.momentum_observer import ObserverSettings
     s = ObserverSettings()
     s = replace(s, **{k: v for k, v in (("gain", args.gain), ("threshold", args.threshold)) if v is not None})
     o = monitor_bag(args.bag, args.result, args.output, urdf=args.urdf, config_path=args.config, settings=s,

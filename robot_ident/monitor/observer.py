@@ -258,14 +258,28 @@ def end_effector_wrench(model, q, tau_ext) -> np.ndarray | None:
     return out
 
 
-def causal_velocity(t, q, gain: float) -> np.ndarray:
-    """Joint velocities from positions alone, causally (for recordings without velocities):
+class CausalVelocity:
+    """Joint velocities from positions alone, causally (joint states without velocities):
     the backward difference through a first-order lag 4x faster than the observer."""
-    t = np.asarray(t, float)
-    q = np.atleast_2d(np.asarray(q, float))
-    v = np.zeros_like(q)
-    for k in range(1, t.size):
-        dt = t[k] - t[k - 1]
-        a = math.exp(-4.0 * gain * dt)
-        v[k] = a * v[k - 1] + (1.0 - a) * (q[k] - q[k - 1]) / dt
-    return v
+
+    def __init__(self, gain: float):
+        self.gain = float(gain)
+        self.reset()
+
+    def reset(self) -> None:
+        self._t = self._q = self._v = None
+
+    def update(self, t, q) -> np.ndarray:
+        t = np.atleast_1d(np.asarray(t, float))
+        q = np.atleast_2d(np.asarray(q, float))
+        out = np.zeros_like(q)
+        for k in range(t.size):
+            if self._t is None or t[k] <= self._t:
+                v = np.zeros(q.shape[1]) if self._v is None else self._v
+            else:
+                dt = t[k] - self._t
+                a = math.exp(-4.0 * self.gain * dt)
+                v = a * self._v + (1.0 - a) * (q[k] - self._q) / dt
+            self._t, self._q, self._v = t[k], q[k], v
+            out[k] = v
+        return out

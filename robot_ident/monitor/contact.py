@@ -1,0 +1,116 @@
+"""The monitor's logic without ROS: an identified result at work over samples in time
+order -- the momentum observer, the friction slack, contact events and model health
+(online/momentum_observer.py, online/model_health.py). `robot-ident monitor` feeds it a
+recording's converted samples (offline/monitor_workflow.py), the monitor node the live
+joint states and currents (nodes/monitor_node.py): one implementation for both."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model.momentum import MomentumModel
+from .health import ModelHealth
+from .observer import (
+    NOISE_FACTOR,
+    CausalVelocity,
+    ContactDetector,
+    FrictionSlack,
+    MomentumObserver,
+    ObserverSettings,
+    end_effector_wrench,
+)
+
+
+def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str]:
+    """The model's band per joint: the result's held-out RMS against the raw effort, else
+    its in-sample one; and which it is."""
+    held = ((doc.get("validation") or {}).get("joints")) or {}
+    try:
+        if all(j in held and held[j].get("rms") for j in joints):
+            return np.array([float(held[j]["rms"]) for j in joints]), "held-out RMS"
+        return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS"
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"result.yaml: the residual RMS per joint is incomplete ({exc})") from None
+
+
+@dataclass
+class MonitorStep:
+    t: np.ndarray              # (N,) s
+    r: np.ndarray              # (N, n) external torque estimates
+    slack: np.ndarray          # (N, n) friction slack added to the thresholds
+    contact: np.ndarray        # (N,) bool: any joint in contact
+
+
+class ContactMonitor:
+    def __init__(self, model, theta, band, settings: ObserverSettings | None = None, dead_band: float = 0.05,
+                 band_kind: str = "given"):
+        self.model = model
+        self.joints = tuple(model.joint_names)
+        self.settings = settings or ObserverSettings()
+        momentum = MomentumModel(model, theta)
+        self.observer = MomentumObserver(momentum, self.settings)
+        self.velocity = CausalVelocity(self.settings.gain)
+        self.slack = FrictionSlack(momentum.coulomb(), dead_band, self.settings.gain)
+        self.detector = ContactDetector(self.joints, band, self.settings)
+        self.health = ModelHealth(model, theta, band)
+        self.band_kind = band_kind
+
+    @classmethod
+    def from_result(cls, rm, settings: ObserverSettings | None = None) -> "ContactMonitor":
+        """From an `io.result_model.ResultModel` (its residual RMS is the model's band)."""
+        if getattr(rm.model, "closures", None):
+            raise ConfigError("the monitor runs serial arms (this result is a closed chain)")
+        band, kind = result_band(rm.doc, rm.model.joint_names, rm.raw_rms)
+        dead_band = float((rm.doc.get("settings") or {}).get("moving_threshold", rm.icfg.settings.moving_threshold))
+        return cls(rm.model, rm.standard_parameters(), band, settings, dead_band, kind)
+
+    def restart(self) -> None:
+        """A break in the data (a new segment): the observer and the velocity start again."""
+        self.observer.reset()
+        self.velocity.reset()
+
+    def update(self, t, q, qd, effort) -> MonitorStep:
+        """Samples in time order (`qd` None: from the positions, causally)."""
+        t = np.atleast_1d(np.asarray(t, float))
+        q = np.atleast_2d(q)
+        qd = self.velocity.update(t, q) if qd is None else np.atleast_2d(qd)
+        r = self.observer.update(t, q, qd, effort)
+        slack = self.slack.update(t, qd)
+        flag = self.detector.update(t, r, slack)
+        self.health.update(t, q, qd, r, flag, slack <= 0.01 * self.detector.model_band)
+        return MonitorStep(t, r, slack, flag)
+
+    def wrench(self, q, r) -> np.ndarray | None:
+        return end_effector_wrench(self.model, q, r)
+
+    def summary(self) -> dict:
+        return self.health.summary(self.detector.band)
+
+    def band_doc(self) -> dict:
+        """The bands for events.yaml / the node's status."""
+        def g(x):
+            return None if not np.isfinite(x) else float(f"{x:.6g}")
+        d = self.detector
+        return {"model": self.band_kind, "calibration_s": self.settings.calibration_s,
+                "note": f"per joint: max(the result's residual RMS, {NOISE_FACTOR:g} x the observer's RMS in the "
+                        "calibration)",
+                **{j: {"band": g(b), "model": g(m), "observer_rms": g(o)}
+                   for j, b, m, o in zip(self.joints, d.band, d.model_band, d.observer_rms)}}
+
+    def calibration_findings(self) -> list[str]:
+        """What the calibration says about what the monitor could see: nothing watched (data
+        shorter than the calibration), or a band far above the model's residual."""
+        d, s = self.detector, self.settings
+        if not d.calibrated:
+            return [f"warning: the data end within the calibration ({s.calibration_s:g} s): no contact was "
+                    "watched for"]
+        out = []
+        for j, b, m in zip(self.joints, d.band, d.model_band):
+            if b > 5.0 * m:
+                out.append(f"warning: joint {j!r}: the observer's noise in the calibration makes the band "
+                           f"{b / m:.1f} x the model's residual ({b:.3g} against {m:.3g}): noisy velocities, or a "
+                           f"contact in the first {s.calibration_s:g} s; contacts below {s.threshold * b:.3g} go "
+                           "unseen there")
+        return out
