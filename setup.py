@@ -59,6 +59,7 @@ setup(
             "identification_node = robot_ident.nodes.identification_node:main",
             "sim_arm_node = robot_ident.nodes.sim_arm_node:main",
             "current_synth_node = robot_ident.nodes.current_synth_node:main",
+            "monitor_node = robot_ident.nodes.monitor_node:main",
         ],
     },
 )

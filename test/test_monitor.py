@@ -229,3 +229,56 @@ def test_monitor_refuses_a_foreign_output_and_a_missing_result(demo_result, tmp_
     assert run_cli("monitor", "--bag", demo_result / "clean", "--result", tmp_path / "nothing", "--output",
                    tmp_path / "o") == 2
     assert "--result" in capsys.readouterr().err
+
+
+def _bag_messages(bag):
+    """The bag's messages, deserialised with rosbags, in log-time order: (topic, message)."""
+    from rosbags.highlevel import AnyReader
+    with AnyReader([Path(bag)]) as reader:
+        for conn, _t, raw in reader.messages():
+            yield conn.topic, reader.deserialize(raw, conn.msgtype)
+
+
+def test_monitor_stream_takes_messages_as_the_node_does(demo_result):
+    """The node's logic (online/monitor_stream.py) fed the pushed bag's messages one by one, run
+    every 10 ms of messages, finds the events `robot-ident monitor` finds on the same bag."""
+    from robot_ident.io.result_model import load_result_model
+    from robot_ident.online.monitor_stream import MonitorStream
+
+    d = demo_result
+    if not (d / "push").exists():
+        assert run_cli("simulate", "--urdf", ROOT / "urdf" / "demo_arm.urdf", "--config", CONFIG, "--trajectory", TRAJ,
+                       "--output", d / "push", "--quiet", "--push", "link6", 0, 0, -20, 7.0, 7.5) == 0
+    if not (d / "m_push").exists():
+        assert run_cli("monitor", "--bag", d / "push", "--result", d / "res", "--output", d / "m_push", "--quiet") == 0
+    offline = yaml.safe_load((d / "m_push" / "events.yaml").read_text())["events"]
+    rm = load_result_model(d / "res")
+    stream = MonitorStream.from_result(rm)
+    outputs, events, level = [], [], None
+    count = 0
+    for topic, msg in _bag_messages(d / "push"):
+        if topic == rm.cfg.joint_states_topic:
+            stream.on_joint_state(msg)
+        elif topic == rm.cfg.current_topic:
+            stream.on_current(msg)
+            count += 1
+            if count % 10 == 0:
+                out = stream.flush()
+                if out is not None:
+                    outputs.append(out)
+                    events += out.events
+        if count == 3000:
+            assert stream.diagnostic()[1].startswith("calibrating")
+    events += stream.open_events()
+    level, message, kv = stream.diagnostic()
+    assert level == 0 and message.startswith("model holds"), message
+    assert stream.samples >= 9990 and stream.without_state <= 2
+    assert any(o.contact for o in outputs) and not any(o.contact for o in outputs if o.stamp_ns < outputs[0].stamp_ns
+                                                       + 6.9e9)
+    assert {e["joint"] for e in events} == {e["joint"] for e in offline}
+    for j in {e["joint"] for e in events}:
+        mine = max((e for e in events if e["joint"] == j), key=lambda e: abs(e["peak"]))
+        theirs = max((e for e in offline if e["joint"] == j), key=lambda e: abs(e["peak"]))
+        assert abs(mine["peak"] - theirs["peak"]) < 0.1 * abs(theirs["peak"]), (j, mine, theirs)
+    w = [o.wrench for o in outputs if o.wrench is not None]
+    assert w and abs(np.median([x[2] for x in w]) + 20.0) < 3.0
