@@ -13,7 +13,8 @@ section) on its own thread at ``control_rate`` in sim time, paced by
 and serves ``/<controller>/follow_joint_trajectory`` and
 ``/<controller>/joint_trajectory`` like a joint_trajectory_controller (goals outside
 the position limits are rejected; a new goal preempts the running one; cancel holds).
-Message stamps are sim time.
+Message stamps are sim time. ``~/push`` (geometry_msgs/WrenchStamped) pushes a link for
+``push_duration``: a contact for the monitor node to find.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import rclpy
 from builtin_interfaces.msg import Time
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import DynamicJointState, InterfaceValue, JointTrajectoryControllerState
+from geometry_msgs.msg import WrenchStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -74,6 +76,9 @@ class SimArmNode(Node):
         self.publish_clock = declare(self, "publish_clock", True, "publish /clock", read_only=True)
         self.goal_tolerance = declare(self, "goal_tolerance", 0.05, "default position goal tolerance [rad or m]",
                                       read_only=True, low=0.0, high=1.0)
+        self.push_duration = declare(self, "push_duration", 0.5, "~/push (geometry_msgs/WrenchStamped: force in "
+                                     "the world frame on the centre of mass of the link frame_id) lasts this long [s]",
+                                     read_only=True, low=0.001, high=60.0)
         q0 = declare(self, "initial_positions", [0.0], "initial joint positions in the config's joint order; "
                      "[0.0] alone: the middle of each range", read_only=True)
         require_file_parameter("sim_arm_node", "config_file", config_file,
@@ -95,6 +100,7 @@ class SimArmNode(Node):
         cb = ReentrantCallbackGroup()
         self.create_subscription(JointTrajectory, f"/{controller}/joint_trajectory", self._on_trajectory, 10,
                                  callback_group=cb)
+        self.create_subscription(WrenchStamped, "~/push", self._on_push, 10, callback_group=cb)
         self.server = ActionServer(self, FollowJointTrajectory, f"/{controller}/follow_joint_trajectory",
                                    execute_callback=self._execute, goal_callback=self._on_goal,
                                    cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=cb)
@@ -139,6 +145,20 @@ class SimArmNode(Node):
                 ahead = out.t / self.rtf - (time.monotonic() - wall0)
                 if ahead > 0.002:
                     time.sleep(ahead)
+
+    def _on_push(self, msg) -> None:
+        """A contact for the monitor to find: the force pushes the link for push_duration."""
+        from ..sim.mujoco_arm import ExternalForce
+        f = msg.wrench.force
+        with self._lock:
+            now = self.arm.time
+            try:
+                self.arm.push(ExternalForce(msg.header.frame_id, (f.x, f.y, f.z), now, now + self.push_duration))
+            except Exception as exc:    # an unknown link: say so, keep simulating
+                self.get_logger().error(f"~/push: {exc}")
+                return
+        self.get_logger().info(f"pushing {msg.header.frame_id} with ({f.x:g}, {f.y:g}, {f.z:g}) N for "
+                               f"{self.push_duration:g} s from t = {now:.3f} s")
 
     def _controller_state(self, stamp_ns: int):
         msg = JointTrajectoryControllerState()

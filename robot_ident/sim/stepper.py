@@ -245,6 +245,11 @@ class SteppingArm:
         d.qvel[arm._dadr] = np.zeros(n) if qd0 is None else np.asarray(qd0, dtype=float)
         mujoco.mj_forward(m, d)
         self._mujoco = mujoco
+        self._push = None
+
+    def push(self, external) -> None:
+        """A `mujoco_arm.ExternalForce` (its times in this arm's time) from now on; None: none."""
+        self._push = None if external is None else self.arm._external(external)
 
     @property
     def time(self) -> float:
@@ -283,6 +288,8 @@ class SteppingArm:
         if not np.isfinite(tau).all():
             raise TrajectoryError("the simulated arm diverged (non-finite command)")
         d.qfrc_applied[arm._dadr] = tau
+        if self._push is not None:
+            self._push(t)
         for _ in range(arm.substeps):
             self._mujoco.mj_step(m, d)
         self.steps += 1
