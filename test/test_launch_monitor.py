@@ -2,11 +2,12 @@
 
 A result of the demo arm is identified first (robot-ident simulate + identify, WLS). Then
 sim_arm_node holds the arm at rest and monitor_node watches it through monitor.launch.py;
-after the calibration a 60 N push on the flange (sim_arm_node's ~/push, 0.5 s) must make
+after the calibration a 30 N horizontal push on the flange (sim_arm_node's ~/push, 0.5 s) must make
 ~/contact true and end as an event on ~/events whose peak is the push's joint torque
-(J^T F at the held pose) to within 15 %; before and after it, no contact. At rest every
+(J^T F at the held pose, on the simulated arm) to within 10 %; before and after it, no contact. At rest every
 joint is in its friction dead band: the push must exceed twice the Coulomb friction plus
-the threshold (shoulder_lift 3.4 N*m), which 60 N at the flange does (about 30 N*m).
+the threshold (shoulder_lift 3.4 N*m), which 30 N at the flange does (27 N*m on shoulder_lift
+at the upright start pose, where a vertical force would load no joint).
 
 Skipped where ROS 2 is absent; run with `python -m pytest -s test/test_launch_monitor.py`
 in the ROS environment.
@@ -40,7 +41,7 @@ CONFIG = ROOT / "config" / "demo_arm.yaml"
 URDF = ROOT / "urdf" / "demo_arm.urdf"
 WORK = Path(tempfile.mkdtemp(prefix="robot_ident_launch_monitor_"))
 LATCHED = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-PUSH = (0.0, 0.0, -60.0)
+PUSH = (30.0, 0.0, 0.0)
 
 
 def _identify() -> Path:
@@ -105,12 +106,13 @@ class TestMonitorNode(unittest.TestCase):
         self.assertTrue(seen, "no contact after the push")
         self._spin(5.0, lambda: bool(events))
         self.assertTrue(events, "no event after the push ended")
+        self._spin(1.0)                            # the other joints' events of the same push
         truth = _joint_torques(q, PUSH)
         worst = int(np.argmax(np.abs(truth)))
         ev = [e for e in events if e["joint"] == JOINTS[worst]]
         self.assertTrue(ev, f"no event on {JOINTS[worst]} ({truth[worst]:.3g} N*m): {events}")
         peak = max(ev, key=lambda e: abs(e["peak"]))["peak"]
-        self.assertLess(abs(peak - truth[worst]), 0.15 * abs(truth[worst]), (peak, truth[worst]))
+        self.assertLess(abs(peak - truth[worst]), 0.10 * abs(truth[worst]), (peak, truth[worst]))
         count = len(events)
         self._spin(4.0)
         self.assertEqual(len(events), count, f"events after the push: {events[count:]}")
@@ -124,16 +126,23 @@ JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist
 
 
 def _joint_torques(q, force):
-    """J^T F of a force on link6's centre of mass at pose q (the truth sim_arm_node applies)."""
+    """J^T F of a force on link6's centre of mass at pose q, on the arm sim_arm_node simulates
+    (the config's simulation section: its 0.8 kg payload moves link6's centre of mass)."""
     import pinocchio as pin
 
+    from robot_ident.estimation.pipeline import identification_config
+    from robot_ident.io.config import load_config
+    from robot_ident.io.model_loading import load_model
+    from robot_ident.io.urdf_export import write_parameters
     from robot_ident.model.robot import RobotModel
-    m = RobotModel(URDF, JOINTS)
+    from robot_ident.sim.config import simulation_config
+    cfg = load_config(CONFIG)
+    cad = load_model(URDF, cfg, identification_config(cfg.section("identification")))
+    truth_urdf, _ = write_parameters(cad, simulation_config(cfg.section("simulation"), cad).truth_parameters(cad))
+    m = RobotModel(truth_urdf, JOINTS)
     pq = m.to_pinocchio_q(q)
-    fid = m.model.getFrameId("link6")
+    jid = m.model.frames[m.model.getFrameId("link6")].parentJoint
     pin.computeJointJacobians(m.model, m.data, pq)
-    pin.updateFramePlacements(m.model, m.data)
-    jid = m.model.frames[fid].parentJoint
     com = m.data.oMi[jid].act(m.model.inertias[jid].lever)
     J = pin.getJointJacobian(m.model, m.data, jid, pin.LOCAL_WORLD_ALIGNED)
     Jp = J[:3] - pin.skew(com - m.data.oMi[jid].translation) @ J[3:]

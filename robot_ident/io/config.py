@@ -72,7 +72,8 @@ NODE_PARAMETERS = (
     "method", "output_dir", "output_topic", "path_tolerance", "payload_arm", "plots", "point_rate",
     "publish_clock", "real_time_factor", "record_on_start", "record_to_bag", "repetitions", "result_timeout",
     "robot_description", "settle_time", "state_topic", "stop_time", "tracking_window", "trajectory_file",
-    "urdf_file", "use_sim_time")
+    "urdf_file", "use_sim_time", "result_dir", "gain", "threshold", "calibration_s", "update_period",
+    "push_duration")
 
 
 def check_top_level_keys(p: Mapping[str, Any], fail, key) -> None:

@@ -78,7 +78,7 @@ class ContactMonitor:
         qd = self.velocity.update(t, q) if qd is None else np.atleast_2d(qd)
         r = self.observer.update(t, q, qd, effort)
         slack = self.slack.update(t, qd)
-        flag = self.detector.update(t, r, slack)
+        flag = self.detector.update(t, r, slack, self.slack.steady(slack, self.detector.model_band))
         self.health.update(t, q, qd, r, flag, slack <= 0.01 * self.detector.model_band)
         return MonitorStep(t, r, slack, flag)
 

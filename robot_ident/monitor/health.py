@@ -115,8 +115,11 @@ class ModelHealth:
         R = np.array([w[1] for w in self._window])
         QD = np.array([w[2] for w in self._window])
         MV = np.array([w[4] for w in self._window])
-        ratio = np.sqrt((R ** 2 * MV).sum(axis=0) / np.maximum(MV.sum(axis=0), 1)) / band
-        out["residual_ratio"] = {j: float(f"{v:.4g}") for j, v in zip(self.joints, ratio)}
+        moved = MV.sum(axis=0)
+        ratio = np.where(moved > 0, np.sqrt((R ** 2 * MV).sum(axis=0) / np.maximum(moved, 1)) / band, np.nan)
+        # None: the joint did not leave its friction dead band in the window (nothing to judge)
+        out["residual_ratio"] = {j: (float(f"{v:.4g}") if np.isfinite(v) else None)
+                                 for j, v in zip(self.joints, ratio)}
         for j, v in zip(self.joints, ratio):
             if v > self.s.residual_error:
                 findings.append(HealthFinding("ERROR", j, f"residual {v:.2f} x the identification's RMS: the model "

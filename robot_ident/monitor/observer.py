@@ -68,6 +68,12 @@ class FrictionSlack:
         self._t = None
         self._f = self._s = None
 
+    def steady(self, slack, band) -> np.ndarray:
+        """(N, n) bool: where the friction error is steady -- the joint moves (no slack) or has
+        been at rest a while (the slack at its full 2 |Fc|); not in a reversal's transition."""
+        slack = np.atleast_2d(slack)
+        return (slack <= 0.01 * np.asarray(band)) | ((self.fc > 0) & (slack >= 0.99 * self.fc))
+
     def update(self, t, qd) -> np.ndarray:
         t = np.atleast_1d(np.asarray(t, float))
         w = np.clip(1.5 - 0.5 * np.abs(np.atleast_2d(qd)) / self.v, 0.0, 1.0) if self.v > 0 else np.zeros((t.size, 1))
@@ -192,15 +198,20 @@ class ContactDetector:
             self.calibrated = True
         return k
 
-    def update(self, t, r, slack=None) -> np.ndarray:
+    def update(self, t, r, slack=None, steady=None) -> np.ndarray:
         """The contact flag (N,) bool (any joint in contact) of the samples; events are
         appended to `events` when they end. `slack` (N, n): added to the thresholds (the
-        friction dead band, `FrictionSlack`)."""
+        friction dead band, `FrictionSlack`); `steady` (N, n) bool: the samples the
+        calibration may use (default: outside the dead band; `FrictionSlack.steady` adds a
+        joint at rest, whose stuck friction the calibration's high-pass removes)."""
         t = np.atleast_1d(np.asarray(t, dtype=float))
         r = np.atleast_2d(r)
         extra = np.zeros_like(r) if slack is None else np.atleast_2d(slack)
         flag = np.zeros(t.size, dtype=bool)
-        first = 0 if self.calibrated else self._calibrate(t, r, extra <= 0.01 * self.model_band)
+        if not self.calibrated:
+            first = self._calibrate(t, r, extra <= 0.01 * self.model_band if steady is None else steady)
+        else:
+            first = 0
         above = np.abs(r) > self.on + extra
         below = np.abs(r) < self.off + extra
         for k in range(first, t.size):

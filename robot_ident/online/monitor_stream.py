@@ -124,7 +124,8 @@ class MonitorStream:
             message = "; ".join(f"{f['joint']}: {f['reason']}" for f in findings)
         else:
             message = "model holds" + (f"; contact on {', '.join(d.in_contact)}" if d.in_contact else "")
-        kv = self._counts() + [(f"{j} residual / band", f"{v:.3g}") for j, v in (h.get("residual_ratio") or {}).items()]
+        kv = self._counts() + [(f"{j} residual / band", "n/a (at rest)" if v is None else f"{v:.3g}")
+                               for j, v in (h.get("residual_ratio") or {}).items()]
         kv += [(f"{j} band", f"{b:.4g}") for j, b in zip(self.joints, d.band)]
         return level, message, kv
 
