@@ -205,6 +205,8 @@ def test_monitor_cli_finds_the_push_and_nothing_on_clean_data(demo_result, demo_
     force = np.median(z["wrench"][inside, :3], axis=0)             # pushed down with 20 N
     assert abs(force[2] + 20.0) < 2.0 and np.hypot(force[0], force[1]) < 4.0, force
     assert (out / "monitor.png").is_file()
+    page = (out / "monitor.html").read_text()
+    assert "Contact events (" in page and "data:image/png;base64," in page and "elbow" in page
 
 
 def test_monitor_names_friction_drift(demo_result, demo_urdf, tmp_path):

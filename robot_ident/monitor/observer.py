@@ -61,33 +61,43 @@ class FrictionSlack:
     the observer's own filter (its impulse response is positive, so the filtered friction
     error stays inside the filtered slack)."""
 
+    REST_S = 0.5      # s below the dead-band velocity that make a standstill, not a reversal
+
     def __init__(self, coulomb: np.ndarray, dead_band: float, gain: float):
         self.fc = 2.0 * np.abs(np.asarray(coulomb, float))
         self.v = float(dead_band)
         self.gain = float(gain)
         self._t = None
         self._f = self._s = None
+        self._rest = np.zeros(self.fc.size)          # s each joint has been below the dead band
+        self.resting = np.zeros((0, self.fc.size), dtype=bool)   # of the last update's samples
 
     def steady(self, slack, band) -> np.ndarray:
-        """(N, n) bool: where the friction error is steady -- the joint moves (no slack) or has
-        been at rest a while (the slack at its full 2 |Fc|); not in a reversal's transition."""
-        slack = np.atleast_2d(slack)
-        return (slack <= 0.01 * np.asarray(band)) | ((self.fc > 0) & (slack >= 0.99 * self.fc))
+        """(N, n) bool, for the last update's samples: where the friction error is steady --
+        the joint moves (no slack) or stands still (below the dead band for REST_S: its
+        stuck friction changes slowly); not in a reversal, where the friction flips."""
+        return (np.atleast_2d(slack) <= 0.01 * np.asarray(band)) | self.resting
 
     def update(self, t, qd) -> np.ndarray:
         t = np.atleast_1d(np.asarray(t, float))
-        w = np.clip(1.5 - 0.5 * np.abs(np.atleast_2d(qd)) / self.v, 0.0, 1.0) if self.v > 0 else np.zeros((t.size, 1))
+        speed = np.abs(np.atleast_2d(qd))
+        w = np.clip(1.5 - 0.5 * speed / self.v, 0.0, 1.0) if self.v > 0 else np.zeros_like(speed)
         x = w * self.fc
         out = np.empty_like(x)
+        self.resting = np.zeros(x.shape, dtype=bool)
         for k in range(t.size):
             if self._t is None or t[k] <= self._t:
                 f = s = x[k]
+                self._rest[:] = 0.0
             else:
-                a = math.exp(-self.gain * (t[k] - self._t))
+                dt = t[k] - self._t
+                a = math.exp(-self.gain * dt)
                 f = a * self._f + (1.0 - a) * x[k]
                 s = a * self._s + (1.0 - a) * f
+                self._rest = np.where(speed[k] < self.v, self._rest + dt, 0.0)
             self._t, self._f, self._s = t[k], f, s
             out[k] = s
+            self.resting[k] = self._rest >= self.REST_S
         return out
 
 

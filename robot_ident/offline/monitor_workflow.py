@@ -8,7 +8,7 @@ observer takes the converted samples in time order, as the node takes messages: 
 is filtered ahead (a zero-phase filter would look into the future), and the velocity is
 the measured one (or, without one, a causal difference of the positions).
 
-Writes OUTPUT/events.yaml, OUTPUT/monitor.npz and OUTPUT/monitor.png.
+Writes OUTPUT/events.yaml, OUTPUT/monitor.npz, OUTPUT/monitor.png and OUTPUT/monitor.html (the page).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..io.result_model import load_result_model
 from ..monitor.contact import ContactMonitor
 from ..monitor.observer import ObserverSettings
+from ..report.monitor_page import write_monitor_page
 from ..util.atomic import atomic_write_bytes, atomic_write_text
 from ..util.progress import Progress
 from .inputs import print_stderr
@@ -107,6 +108,7 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
             thr = monitor.detector.band * settings.threshold
             _write_npz(tmp / "monitor.npz", t, r, thr, flag, joints, wrench)
             _plot(tmp / "monitor.png", t, r, thr, events, joints)
+            write_monitor_page(tmp)
     finally:
         release_output(output)
     return MonitorOutcome(events, health, dict(zip(joints, monitor.detector.band)), int(t.size), doc["duration_s"],

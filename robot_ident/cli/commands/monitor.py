@@ -10,7 +10,8 @@ def add_parser(sub):
                                    "arm: a generalised-momentum observer estimates the external joint torques, "
                                    "contacts are where they leave the no-contact band (the result's residual RMS "
                                    "times --threshold), and the model's health (residual, friction drift, payload "
-                                   "change) is judged. Writes OUTPUT/events.yaml, monitor.npz and monitor.png.")
+                                   "change) is judged. Writes OUTPUT/events.yaml, monitor.npz, monitor.png "
+                                   "and monitor.html.")
     p.add_argument("--bag", required=True, help="rosbag2 folder (or CSV/NPZ table) to monitor")
     p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
     p.add_argument("--output", required=True, help="new folder (or a monitor folder to replace)")
@@ -40,5 +41,5 @@ def run(args) -> int:
         d = e.as_dict()
         print(f"contact on {d['joint']}: {d['start']:.3f}-{d['end']:.3f} s, peak {d['peak']:+.4g}"
               + (" (still on at the end)" if e.open else ""))
-    print(f"wrote {o.output}/events.yaml, monitor.npz, monitor.png")
+    print(f"wrote {o.output}/events.yaml, monitor.npz, monitor.png, monitor.html")
     return 0
