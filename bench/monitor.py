@@ -342,10 +342,10 @@ def clean_part(demo, reps, seed, oc, zc, clean, band, wall) -> None:
     joints = list(demo["traj"].joint_names)
     period = float(demo["traj"].duration)
     watched = oc.duration - calibration
-    print(f"\n2. False alarms, clean demo arm: {reps} x {period:g} s = {oc.duration / 60:.1f} min (seed {seed}), default "
-          f"settings, {oc.samples} samples (simulated and monitored in {wall:.0f} s)")
-    print(f"   {len(oc.events)} event(s) in {watched / 60:.1f} min watched: {len(oc.events) / watched * 3600:.1f} per hour "
-          f"(target 0); health {oc.health.get('level')}"
+    print(f"\n2. False alarms, clean demo arm: {reps} x {period:g} s = {oc.duration / 60:.1f} min (seed {seed}), "
+          f"default settings, {oc.samples} samples (simulated and monitored in {wall:.0f} s)")
+    print(f"   {len(oc.events)} event(s) in {watched / 60:.1f} min watched: "
+          f"{len(oc.events) / watched * 3600:.1f} per hour (target 0); health {oc.health.get('level')}"
           + "".join(f"; {f['level']} {f['joint']}: {f['reason']}" for f in oc.health.get("findings", [])))
     doc = yaml.safe_load((demo["work"] / "clean_mon" / "events.yaml").read_text())["band"]
     rm = load_result_model(demo["result"])
@@ -370,28 +370,49 @@ def clean_part(demo, reps, seed, oc, zc, clean, band, wall) -> None:
         rms_s = np.sqrt(np.bincount(sec - sec[0], x ** 2) / np.maximum(cnt, 1))
         rms_s[cnt < 200] = 0.0          # seconds mostly in the dead band
         w = int(np.argmax(rms_s))
+        at = (sec[0] + w) % period
         print(f"   {j:<14}{doc[j]['model']:>11.4g}{doc[j]['band']:>9.4g}{doc[j]['observer_rms']:>10.4g}"
-              f"{np.sqrt(np.mean(x ** 2)):>11.4g}{rms_s[w]:>11.4g}{(sec[0] + w) % period:>7.0f}-{(sec[0] + w) % period + 1:.0f}s")
-    if not oc.events:
-        return
-    print("   events: joint, start (s), phase in the trajectory (s), length (ms), peak / band, |qd| at start (rad/s); "
-          "direct observer on the 1 kHz recording (no bag, states at 1 kHz): peak / threshold with the measured "
-          "velocity, with the true velocity")
-    for e in oc.events[:20]:
-        k = joints.index(e.joint)
-        a, b = np.searchsorted(rec.t, [e.start - 0.5, e.start + 0.02])
-        i0 = np.searchsorted(rec.t, e.start)
-        peaks = []
-        for qd in (rec.qd, clean.qd_true):
-            obs = MomentumObserver(mm)
-            rr = obs.update(rec.t[a:b], rec.q[a:b], qd[a:b], rec.effort[a:b])
-            sl = FrictionSlack(coul, dead, obs.settings.gain).update(rec.t[a:b], qd[a:b])
-            w = slice(i0 - a - 10, b - a)
-            peaks.append(float(np.max(np.abs(rr[w, k]) / (thr[k] + sl[w, k]))))
-        print(f"   {e.joint:<14}{e.start:>10.3f}{e.start % period:>8.3f}{(e.end - e.start) * 1e3:>6.0f}"
-              f"{abs(e.peak) / band[k]:>7.2f}{abs(clean.qd_true[i0, k]):>7.2f}{peaks[0]:>7.2f}{peaks[1]:>7.2f}")
-    if len(oc.events) > 20:
-        print(f"   ... {len(oc.events) - 20} more")
+              f"{np.sqrt(np.mean(x ** 2)):>11.4g}{rms_s[w]:>11.4g}{at:>7.0f}-{at + 1:.0f}s")
+    if oc.events:
+        print("   events: joint, start (s), phase in the trajectory (s), length (ms), peak / band, |qd| at start "
+              "(rad/s); direct observer on the 1 kHz recording (no bag, states at 1 kHz): peak / threshold with "
+              "the measured velocity, with the true velocity")
+        for e in oc.events[:20]:
+            k = joints.index(e.joint)
+            a, b = np.searchsorted(rec.t, [e.start - 0.5, e.start + 0.02])
+            i0 = np.searchsorted(rec.t, e.start)
+            peaks = []
+            for qd in (rec.qd, clean.qd_true):
+                obs = MomentumObserver(mm)
+                rr = obs.update(rec.t[a:b], rec.q[a:b], qd[a:b], rec.effort[a:b])
+                sl = FrictionSlack(coul, dead, obs.settings.gain).update(rec.t[a:b], qd[a:b])
+                w = slice(i0 - a - 10, b - a)
+                peaks.append(float(np.max(np.abs(rr[w, k]) / (thr[k] + sl[w, k]))))
+            print(f"   {e.joint:<14}{e.start:>10.3f}{e.start % period:>8.3f}{(e.end - e.start) * 1e3:>6.0f}"
+                  f"{abs(e.peak) / band[k]:>7.2f}{abs(clean.qd_true[i0, k]):>7.2f}{peaks[0]:>7.2f}{peaks[1]:>7.2f}")
+        if len(oc.events) > 20:
+            print(f"   ... {len(oc.events) - 20} more")
+    positions_only(demo, clean, period)
+
+
+def positions_only(demo, clean, period: float, reps: int = 3) -> None:
+    """The first repetitions of the clean run written without joint velocities: the monitor
+    differentiates the positions (`causal_velocity`), the bag read in chunks."""
+    from robot_ident.data.bag import write_bag_from_config
+    from robot_ident.data.signals import Recording
+    rec = clean.recording
+    k = int(np.searchsorted(rec.t, reps * period)) + 1
+    short = Recording(rec.t[:k], rec.joint_names, rec.q[:k], rec.effort[:k], qd=None, meta=rec.meta)
+    out = demo["work"] / "noqd_bag"
+    write_bag_from_config(out, short, demo["cfg"], current_noise_std=demo["sim"].current_noise)
+    lines: list[str] = []
+    o, _ = monitor(out, demo["result"], demo["work"] / "noqd_mon", warn=lines.append)
+    starts = sorted({round(float(e.start), 3) for e in o.events})
+    print(f"   the first {reps} repetitions without joint velocities in the bag (positions differentiated): "
+          f"{len(o.events)} event(s) at {len(starts)} time(s)"
+          + (f" ({', '.join(f'{x:g}' for x in starts[:8])} s), largest |peak| / band "
+             f"{max(abs(e.peak) / o.band[e.joint] for e in o.events):.0f}" if o.events else "")
+          + f"; {len(lines)} calibration warning(s)")
 
 
 # ----------------------------------------------------------------------- 3
