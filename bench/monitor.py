@@ -231,11 +231,11 @@ def pushes_and_clean(demo, parts, minutes: float, m_values, seed: int) -> None:
 
 
 def push_part(demo, reps, seed, band, m_values, zc) -> None:
-    from robot_ident.online.momentum_observer import (
+    from robot_ident.monitor.observer import (
         DEFAULT_CALIBRATION_S as calibration,
     )
-    from robot_ident.online.momentum_observer import DEFAULT_GAIN as gain
-    from robot_ident.online.momentum_observer import DEFAULT_THRESHOLD as threshold
+    from robot_ident.monitor.observer import DEFAULT_GAIN as gain
+    from robot_ident.monitor.observer import DEFAULT_THRESHOLD as threshold
     from robot_ident.sim.mujoco_arm import ExternalForce
     work, traj, arm = demo["work"], demo["traj"], demo["arm"]
     joints = list(traj.joint_names)
@@ -333,12 +333,12 @@ def clean_events_in(zc, forces):
 
 
 def clean_part(demo, reps, seed, oc, zc, clean, band, wall) -> None:
+    from robot_ident.io.result_model import load_result_model
     from robot_ident.model.momentum import MomentumModel
-    from robot_ident.offline.bag_workflow import load_result_model
-    from robot_ident.online.momentum_observer import (
+    from robot_ident.monitor.observer import (
         DEFAULT_CALIBRATION_S as calibration,
     )
-    from robot_ident.online.momentum_observer import FrictionSlack, MomentumObserver
+    from robot_ident.monitor.observer import FrictionSlack, MomentumObserver
     joints = list(demo["traj"].joint_names)
     period = float(demo["traj"].duration)
     watched = oc.duration - calibration
@@ -397,7 +397,7 @@ def clean_part(demo, reps, seed, oc, zc, clean, band, wall) -> None:
 
 def positions_only(demo, clean, period: float, reps: int = 3) -> None:
     """The first repetitions of the clean run written without joint velocities: the monitor
-    differentiates the positions (`causal_velocity`), the bag read in chunks."""
+    differentiates the positions (`CausalVelocity`), the bag read in chunks."""
     from robot_ident.data.bag import write_bag_from_config
     from robot_ident.data.signals import Recording
     rec = clean.recording
@@ -420,9 +420,9 @@ def real_logs(data: Path, names, work: Path) -> None:
     from real_logs import prepare
 
     from robot_ident.errors import RobotIdentError
+    from robot_ident.monitor.observer import DEFAULT_CALIBRATION_S
     from robot_ident.offline.inputs import identify_inputs
     from robot_ident.offline.monitor_workflow import monitor_bag
-    from robot_ident.online.momentum_observer import DEFAULT_CALIBRATION_S
     print("\n3. Real logs (no contact: every event is a false alarm), identified with the defaults, monitored with "
           "the defaults; 'from reversal': event start minus the joint's nearest velocity sign change")
     for name in names:
@@ -479,15 +479,10 @@ def real_logs(data: Path, names, work: Path) -> None:
 
 # ----------------------------------------------------------------------- 4
 def cost(demo) -> None:
+    from robot_ident.io.result_model import load_result_model
     from robot_ident.model.momentum import MomentumModel
-    from robot_ident.offline.bag_workflow import load_result_model
-    from robot_ident.offline.monitor_workflow import result_band
-    from robot_ident.online.model_health import ModelHealth
-    from robot_ident.online.momentum_observer import (
-        ContactDetector,
-        FrictionSlack,
-        MomentumObserver,
-    )
+    from robot_ident.monitor.contact import ContactMonitor, result_band
+    from robot_ident.monitor.observer import MomentumObserver
     rm = load_result_model(demo["result"])
     theta = rm.standard_parameters()
     mm = MomentumModel(rm.model, theta)
@@ -499,30 +494,26 @@ def cost(demo) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\n4. Update cost per sample: {N} samples (10 s at 1 kHz), demo arm ({rm.model.n} joints), one process, "
           f"best of 3 passes, load average {load:.1f} on {os.cpu_count()} CPUs; target < 0.2 ms per sample "
-          "(observer + detector)")
-    print(f"   {'batch':>7}{'observer':>10}{'slack':>9}{'detector':>10}{'obs.+det.':>11}{'+ slack + health':>18}"
-          "   (ms per sample)")
+          "(the whole monitor)")
+    print(f"   {'batch':>7}{'observer':>10}{'whole monitor':>15}   (ms per sample; the whole monitor: "
+          "ContactMonitor.update -- observer, friction slack, detector, health)")
     for size in (N, 50, 10, 1):
         best = None
         for _ in range(3):           # the best of three passes: the machine is shared
-            obs, sl = MomentumObserver(mm), FrictionSlack(mm.coulomb(), dead, 200.0)
-            det, health = ContactDetector(rm.model.joint_names, band), ModelHealth(rm.model, theta, band)
-            tt = np.zeros(4)
+            obs = MomentumObserver(mm)
+            mon = ContactMonitor(rm.model, theta, band, dead_band=dead)
+            tt = np.zeros(2)
             for a in range(0, N, size):
                 s = slice(a, a + size)
                 c0 = time.perf_counter()
-                r = obs.update(t[s], q[s], qd[s], eff[s])
+                obs.update(t[s], q[s], qd[s], eff[s])
                 c1 = time.perf_counter()
-                slack = sl.update(t[s], qd[s])
+                mon.update(t[s], q[s], qd[s], eff[s])
                 c2 = time.perf_counter()
-                flag = det.update(t[s], r, slack)
-                c3 = time.perf_counter()
-                health.update(t[s], q[s], qd[s], r, flag, slack <= 0.01 * det.model_band)
-                c4 = time.perf_counter()
-                tt += (c1 - c0, c2 - c1, c3 - c2, c4 - c3)
-            best = tt if best is None or tt[0] + tt[2] < best[0] + best[2] else best
+                tt += (c1 - c0, c2 - c1)
+            best = tt if best is None or tt[1] < best[1] else best
         ms = best / N * 1e3
-        print(f"   {size:>7}{ms[0]:>10.4f}{ms[1]:>9.4f}{ms[2]:>10.4f}{ms[0] + ms[2]:>11.4f}{ms.sum():>18.4f}")
+        print(f"   {size:>7}{ms[0]:>10.4f}{ms[1]:>15.4f}")
 
 
 def main() -> None:

@@ -109,8 +109,10 @@ class ContactMonitor:
         out = []
         for j, b, m in zip(self.joints, d.band, d.model_band):
             if b > 5.0 * m:
-                out.append(f"warning: joint {j!r}: the observer's noise in the calibration makes the band "
-                           f"{b / m:.1f} x the model's residual ({b:.3g} against {m:.3g}): noisy velocities, or a "
-                           f"contact in the first {s.calibration_s:g} s; contacts below {s.threshold * b:.3g} go "
-                           "unseen there")
+                kind = "warning" if b > 20.0 * m else "note"
+                why = ("a contact in the first {:g} s, or very noisy velocities" if kind == "warning"
+                       else "the velocities' noise through M(q) qd").format(s.calibration_s)
+                out.append(f"{kind}: joint {j!r}: the observer's noise in the calibration makes the band "
+                           f"{b / m:.1f} x the model's residual ({b:.3g} against {m:.3g}; {why}): contacts below "
+                           f"{s.threshold * b:.3g} go unseen there")
         return out
