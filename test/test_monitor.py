@@ -222,6 +222,26 @@ def test_monitor_names_friction_drift(demo_result, demo_urdf, tmp_path):
     np.testing.assert_allclose(h["friction_change"]["wrist_1"]["Fc"], 0.70, rtol=0.25)
 
 
+def test_monitor_names_a_new_payload(demo_result, demo_urdf, tmp_path):
+    """1.5 kg more on the flange than when identified is a payload change of about 1.5 kg, not
+    a friction drift (one RLS for both), and the model no longer holds."""
+    doc = yaml.safe_load(CONFIG.read_text())
+    sim = doc["robot_ident"]["ros__parameters"]["simulation"]
+    sim["payload"]["mass"] += 1.5
+    sim["seed"] = 7
+    cfg = tmp_path / "heavy.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    assert run_cli("simulate", "--urdf", demo_urdf, "--config", cfg, "--trajectory", TRAJ, "--output",
+                   tmp_path / "heavy", "--quiet", "--repetitions", 2) == 0
+    assert run_cli("monitor", "--bag", tmp_path / "heavy", "--result", demo_result / "res", "--output",
+                   tmp_path / "m", "--quiet") == 0
+    h = yaml.safe_load((tmp_path / "m" / "events.yaml").read_text())["health"]
+    assert h["level"] == "ERROR"
+    reasons = [f["reason"] for f in h["findings"]]
+    assert any("payload change" in r for r in reasons) and not any("friction drift" in r for r in reasons), reasons
+    np.testing.assert_allclose(h["payload_change"]["mass"], 1.5, rtol=0.15)
+
+
 def test_monitor_refuses_a_foreign_output_and_a_missing_result(demo_result, tmp_path, capsys):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("x")

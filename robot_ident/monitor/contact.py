@@ -1,6 +1,6 @@
 """The monitor's logic without ROS: an identified result at work over samples in time
 order -- the momentum observer, the friction slack, contact events and model health
-(online/momentum_observer.py, online/model_health.py). `robot-ident monitor` feeds it a
+(monitor/observer.py, monitor/health.py). `robot-ident monitor` feeds it a
 recording's converted samples (offline/monitor_workflow.py), the monitor node the live
 joint states and currents (nodes/monitor_node.py): one implementation for both."""
 from __future__ import annotations

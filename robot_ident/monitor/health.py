@@ -1,5 +1,5 @@
 """Does the identified model still hold? Health of a model at work, from the momentum
-observer's output r (online/momentum_observer.py) on samples without contact.
+observer's output r (monitor/observer.py) on samples without contact.
 
 Without contact, r is what the model leaves unexplained, low-passed. Three questions:
 
@@ -61,11 +61,12 @@ class ModelHealth:
         self.vs = float(model.friction.coulomb_velocity_scale)
         self.has_friction = "Fc" in lay.actuator_symbols and lay.actuator_joints == self.joints
         lam = math.exp(-self.s.update_period_s / self.s.drift_time_s)
-        self.friction = RecursiveLeastSquares(2 * n, n, lam, sigma=self.band, p0=1e6) if self.has_friction else None
         last = lay.body_joints[-1]
         sl = lay.inertial_slice(last)
         self._g_cols = np.arange(sl.start, sl.start + 4)          # m, mx, my, mz of the last body
-        self.payload = RecursiveLeastSquares(4, n, lam, sigma=self.band, p0=1e6)
+        # one RLS for both, so that neither takes the other's effect: [dFc, dFv per joint | dm, dm c]
+        self._nf = 2 * n if self.has_friction else 0
+        self.drift = RecursiveLeastSquares(self._nf + 4, n, lam, sigma=self.band, p0=1e6)
         self._window: deque = deque()        # (t, r, qd) of the kept updates
         self._last_update = -math.inf
         self._both_ways = np.zeros((2, n), dtype=bool)
@@ -92,13 +93,12 @@ class ModelHealth:
             self._window.append((t[take[k]], r[k], qd[k], G[k], moving[k]))
             if not rows.size:
                 continue
-            y = -r[k, rows]
-            if self.friction is not None:
-                W = np.zeros((n, 2 * n))
+            W = np.zeros((n, self._nf + 4))
+            if self._nf:
                 W[np.arange(n), 2 * np.arange(n)] = np.tanh(qd[k] / self.vs)
                 W[np.arange(n), 2 * np.arange(n) + 1] = qd[k]
-                self.friction.update(W[rows], y, rows)
-            self.payload.update(G[k][rows], y, rows)
+            W[:, self._nf:] = G[k]
+            self.drift.update(W[rows], -r[k, rows], rows)
         self._both_ways[0] |= (qd > 3 * self.vs).any(axis=0)
         self._both_ways[1] |= (qd < -3 * self.vs).any(axis=0)
         while self._window and self._window[0][0] < t[take[-1]] - self.s.window_s:
@@ -126,9 +126,9 @@ class ModelHealth:
                                                           "no longer holds (wear, a new tool, a loose belt?)"))
             elif v > self.s.residual_warn:
                 findings.append(HealthFinding("WARN", j, f"residual {v:.2f} x the identification's RMS"))
-        if self.friction is not None:
-            x = self.friction.estimate
-            dfc, dfv = x[0::2], x[1::2]
+        est = self.drift.estimate
+        if self._nf:
+            dfc, dfv = est[0:self._nf:2], est[1:self._nf:2]
             out["friction_change"] = {j: {"Fc": float(f"{a:.4g}"), "Fv": float(f"{b:.4g}")}
                                       for j, a, b in zip(self.joints, dfc, dfv)}
             cost = np.sqrt(np.mean((dfc * np.tanh(QD / self.vs) + dfv * QD) ** 2, axis=0))
@@ -136,8 +136,8 @@ class ModelHealth:
                 if cost[k] > band[k] and self._both_ways[:, k].all():
                     findings.append(HealthFinding("WARN", j, f"friction drift: Coulomb {dfc[k]:+.3g}, viscous "
                                                              f"{dfv[k]:+.3g} against the identified model"))
-        x = self.payload.estimate
-        std = np.sqrt(np.maximum(np.diag(self.payload.covariance()), 0.0))
+        x = est[self._nf:]
+        std = np.sqrt(np.maximum(np.diag(self.drift.covariance())[self._nf:], 0.0))
         eff = np.sqrt(np.mean(np.array([w[3] @ x for w in self._window]) ** 2, axis=0))
         out["payload_change"] = {"mass": float(f"{x[0]:.4g}"), "mass_std": float(f"{std[0]:.3g}")}
         worst = int(np.argmax(eff / band))

@@ -2,21 +2,23 @@
 the contact events it shows (the monitor's core, with ROS or on a recording).
 
 The observer (Haddadin, De Luca and Albu-Schaeffer, IEEE T-RO 2017) estimates
-``tau_ext`` in ``dp/dt = tau + tau_ext - beta(q, qd)`` (model/momentum.py) as a first-order
-lag of gain K: ``dr/dt = K (tau_ext - r)``. In discrete time, with the samples' own
-spacing ``dt`` (any rate, jitter included) it is exact for an external torque constant over
-a step:
+``tau_ext`` in ``dp/dt = tau + tau_ext - beta(q, qd)`` (model/momentum.py) through a lag of
+gain K, ``dr/dt = K (tau_ext - r)``. In discrete time, with the samples' own spacing ``dt``
+(any rate, jitter included) it is exact for an external torque constant over a step:
 
     r_k = a r_(k-1) + (1 - a) [(p_k - p_(k-1)) / dt - (u_k + u_(k-1)) / 2],   a = exp(-K dt)
 
-with ``u = tau - beta`` (the measured effort less the model's non-inertial terms). No
-joint acceleration is used; a gap in the samples (more than `max_gap_s`) restarts it at 0.
+with ``u = tau - beta`` (the measured effort less the model's non-inertial terms). The
+momentum and u pass the same first-order lag first, so the observer is of second order
+from tau_ext to r: in the first-order form the velocity noise in ``p = M(q) qd`` reaches r
+multiplied by K, unfiltered. No joint acceleration is used; a gap in the samples (more
+than `max_gap_s`) restarts it at 0.
 
-The noise band of each joint is the identification's residual RMS against the raw effort
-(result.yaml: the held-out RMS, else the in-sample one): what the model leaves
-unexplained on data without contact. A contact starts when ``|r_j|`` exceeds
-``threshold`` times the band and ends when it falls below ``release`` times the
-threshold; each event keeps its signed peak.
+Each joint's band is the larger of the identification's residual RMS against the raw
+effort (result.yaml: held out, else in-sample) and NOISE_FACTOR times the observer's own
+noise RMS in the calibration (the first `calibration_s` of the data). A contact starts
+when ``|r_j|`` exceeds ``threshold`` times the band (plus the friction slack of the dead
+band) and ends when it falls below ``release`` times that; each event keeps its signed peak.
 """
 from __future__ import annotations
 
@@ -135,9 +137,9 @@ class MomentumObserver:
                 r, pf, uf = np.zeros(self.n), p[k], u[k]
             else:
                 dt = t[k] - self._t
-                a, b = math.exp(-K * dt), math.exp(-K * dt)
-                pf = b * self._p + (1.0 - b) * p[k]
-                uf = b * self._u + (1.0 - b) * u[k]
+                a = math.exp(-K * dt)
+                pf = a * self._p + (1.0 - a) * p[k]
+                uf = a * self._u + (1.0 - a) * u[k]
                 r = a * self._r + (1.0 - a) * ((pf - self._p) / dt - 0.5 * (uf + self._u))
             self._t, self._p, self._u, self._r = t[k], pf, uf, r
             out[k] = r

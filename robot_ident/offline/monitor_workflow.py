@@ -1,6 +1,6 @@
 """`robot-ident monitor`: an identified model run over a recording as the monitor node runs
 it next to the arm -- external joint torques from the momentum observer, contact events,
-model health (online/momentum_observer.py, online/model_health.py).
+model health (monitor/: observer.py, health.py, contact.py).
 
 The recording is read by the one pipeline's read, synchronise and convert stages
 (data/processing.py: the config's topics, actuators, couplings, unwrapping), and the
