@@ -53,7 +53,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 URDF, CONFIG, TRAJ = ROOT / "urdf" / "demo_arm.urdf", ROOT / "config" / "demo_arm.yaml", \
     ROOT / "config" / "demo_arm_excitation.yaml"
 PUSH_S = 0.3          # s, each push's length
-MARGIN_S = 0.03       # s, kept outside the dead band before and after a push
+MARGIN_S = 0.03       # s, kept outside the dead band after a push
+PRE_S = 0.2           # s, the joint moves one way before a push: right after a reversal the friction
+# slack (2 Fc, fading over 50 ms) hides a push for up to 120 ms (shoulder_lift: 2 Fc = 5.4 bands)
 OTHERS_MAX = 0.5      # the LP's worst other joint (peak over band, relative to the pushed joint's)
 M_FULL = (1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 M_QUICK = (2.0, 3.0, 5.0)
@@ -148,14 +150,15 @@ def monitor(bag, result, out: Path, warn=quiet):
 # ----------------------------------------------------------------------- push design
 def push_windows(traj, joints, period: float, calibration: float) -> dict:
     """Per joint: the phase (s into the trajectory) of a PUSH_S window after the calibration
-    where the joint keeps one direction and its slowest speed is the highest."""
+    where the joint keeps one direction (from PRE_S before to MARGIN_S after) and its slowest
+    speed is the highest."""
     ph = np.arange(0.0, period + 1e-9, 1e-3)
     _, qd, _ = traj.sample(ph)
     out = {}
     for j, name in enumerate(joints):
         best = None
         for s in np.arange(calibration + 0.1, period - PUSH_S - 0.3, 0.01):
-            a, b = np.searchsorted(ph, [s - MARGIN_S, s + PUSH_S + MARGIN_S])
+            a, b = np.searchsorted(ph, [s - PRE_S, s + PUSH_S + MARGIN_S])
             v = qd[a:b, j]
             if np.all(np.sign(v) == np.sign(v[0])) and (best is None or np.abs(v).min() > best[1]):
                 best = (float(s), float(np.abs(v).min()))
@@ -164,7 +167,8 @@ def push_windows(traj, joints, period: float, calibration: float) -> dict:
 
 
 def design_force(arm, traj, j: int, phase: float, band: np.ndarray):
-    """(link, unit force (3,), peak of the pushed joint's torque over its band per unit force,
+    """(link, unit force (3,), least of the pushed joint's torque over its band in the window per
+    unit force (so a push of m times that is at least m bands throughout),
     worst other joint relative to it) for a push on joint j from `phase`: over the window's
     configurations, the force at a link's centre of mass with J_j F / b_j >= 1 throughout and
     the least max_i |J_i F| / b_i of the others (an LP); among the links whose optimum keeps
@@ -202,9 +206,10 @@ def design_force(arm, traj, j: int, phase: float, band: np.ndarray):
         F = r.x[:3]
         tq = np.einsum("tkn,k->tn", J, F) / band
         peak = float(np.abs(tq[:, j]).max())
+        low = float(np.abs(tq[:, j]).min())
         others = float(np.delete(np.abs(tq), j, axis=1).max() / peak) if n > 1 else 0.0
         cands.append((mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, body), F / np.linalg.norm(F),
-                      peak / np.linalg.norm(F), others, np.linalg.norm(F) / peak))
+                      low / np.linalg.norm(F), others, np.linalg.norm(F) / low))
     ok = [c for c in cands if c[3] <= OTHERS_MAX]
     best = min(ok, key=lambda c: c[4]) if ok else min(cands, key=lambda c: c[3])
     return best[:4]
@@ -272,7 +277,7 @@ def push_part(demo, reps, seed, band, m_values, zc) -> None:
     settle = 3.0 / gain
     rows = []
     print(f"   {'joint':<14}{'m':>5}{'m true':>8}{'most affected':>15}{'others':>8}{'min |qd|':>10}"
-          f"{'latency ms':>12}{'recovery %':>12}  also flagged")
+          f"{'latency ms':>12}{'recovery %':>12}  also flagged   (m true: the peak, at least m throughout)")
     for (name, mv), f in zip(cases, forces):
         j = joints.index(name)
         on = (t_sim >= f.start) & (t_sim < f.end)
