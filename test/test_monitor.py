@@ -304,3 +304,14 @@ def test_monitor_stream_takes_messages_as_the_node_does(demo_result):
         assert abs(mine["peak"] - theirs["peak"]) < 0.1 * abs(theirs["peak"]), (j, mine, theirs)
     w = [o.wrench for o in outputs if o.wrench is not None]
     assert w and abs(np.median([x[2] for x in w]) + 20.0) < 3.0
+
+
+def test_monitor_says_when_it_watched_nothing(demo_result, tmp_path, capsys):
+    """Data shorter than the calibration: a warning that nothing was watched, no health verdict
+    (there is no measure of the observer's noise to judge by), no events."""
+    assert run_cli("monitor", "--bag", demo_result / "clean", "--result", demo_result / "res", "--output",
+                   tmp_path / "m", "--calibration", 20, "--quiet") == 0
+    io = capsys.readouterr()
+    assert "no contact was watched for" in io.err and "model health not judged" in io.out
+    doc = yaml.safe_load((tmp_path / "m" / "events.yaml").read_text())
+    assert doc["events"] == [] and doc["health"]["level"] == "n/a"

@@ -86,6 +86,10 @@ class ContactMonitor:
         return end_effector_wrench(self.model, q, r)
 
     def summary(self) -> dict:
+        """The model's health against the calibrated bands; before the calibration ends there is
+        no measure of the observer's own noise to judge a residual by, and no finding."""
+        if not self.detector.calibrated:
+            return {"level": "n/a", "findings": [], "note": "calibrating: no judgement before the calibration ends"}
         return self.health.summary(self.detector.band)
 
     def band_doc(self) -> dict:

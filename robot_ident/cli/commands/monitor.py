@@ -21,6 +21,9 @@ def add_parser(sub):
                    help="observer gain K [1/s]: a step is seen at 1 - exp(-K t) (default 150)")
     p.add_argument("--threshold", type=float, default=None,
                    help="contact threshold in multiples of each joint's band (default 2.5)")
+    p.add_argument("--calibration", type=float, default=None, metavar="SECONDS",
+                   help="seconds at the start that learn the observer's own noise; keep them free of contact "
+                        "(default 5)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
@@ -31,10 +34,13 @@ def run(args) -> int:
     from ...monitor.observer import ObserverSettings
     from ...offline.monitor_workflow import monitor_bag
     s = ObserverSettings()
-    s = replace(s, **{k: v for k, v in (("gain", args.gain), ("threshold", args.threshold)) if v is not None})
+    given = (("gain", args.gain), ("threshold", args.threshold), ("calibration_s", args.calibration))
+    s = replace(s, **{k: v for k, v in given if v is not None})
     o = monitor_bag(args.bag, args.result, args.output, urdf=args.urdf, config_path=args.config, settings=s,
                     progress=Progress(quiet=args.quiet))
-    print(f"monitored {o.duration:.2f} s ({o.samples} samples); model health {o.health.get('level', 'OK')}")
+    level = o.health.get("level", "OK")
+    print(f"monitored {o.duration:.2f} s ({o.samples} samples); model health "
+          + (level if level != "n/a" else f"not judged ({o.health.get('note')})"))
     if not o.events:
         print("no contact")
     for e in o.events:
