@@ -133,20 +133,21 @@ def actuator_columns(qd: np.ndarray, qdd: np.ndarray, symbols: Sequence[str],
     """(N, n, n * len(symbols)) regressor columns of the per-joint actuator terms, joint-major:
     Ia -> qdd, Fc -> tanh(qd / v_s), Fv -> qd, off -> 1 (only in the joint's own row)."""
     N, n = qd.shape
-    out = np.zeros((N, n, n * len(symbols)))
-    for k in range(n):
-        for s_i, s in enumerate(symbols):
-            col = k * len(symbols) + s_i
-            if s == "Ia":
-                out[:, k, col] = qdd[:, k]
-            elif s == "Fc":
-                out[:, k, col] = np.tanh(qd[:, k] / coulomb_velocity_scale)
-            elif s == "Fv":
-                out[:, k, col] = qd[:, k]
-            elif s == "off":
-                out[:, k, col] = 1.0
-            else:
-                raise ModelError(f"unknown actuator parameter symbol {s!r}")
+    ns = len(symbols)
+    out = np.zeros((N, n, n * ns))
+    rows = np.arange(n)
+    for s_i, s in enumerate(symbols):        # one assignment per symbol: joint k's column in row k
+        if s == "Ia":
+            value = qdd
+        elif s == "Fc":
+            value = np.tanh(qd / coulomb_velocity_scale)
+        elif s == "Fv":
+            value = qd
+        elif s == "off":
+            value = 1.0
+        else:
+            raise ModelError(f"unknown actuator parameter symbol {s!r}")
+        out[:, rows, rows * ns + s_i] = value
     return out
 
 
