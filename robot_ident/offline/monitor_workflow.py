@@ -45,7 +45,7 @@ class _Pieces:
 
     def __init__(self, monitor: ContactMonitor):
         self.monitor = monitor
-        self.parts: list = []          # (t, r, flag, q) per piece
+        self.parts: list = []          # (t, r, flag, q, slack) per piece
         self.origin = None
         self._segment = None
 
@@ -58,7 +58,7 @@ class _Pieces:
             self.origin = origin + float(rec.t[0])
         t = rec.t + origin - self.origin
         step = self.monitor.update(t, rec.q, rec.qd, rec.effort)
-        self.parts.append((t, step.r, step.contact, rec.q))
+        self.parts.append((t, step.r, step.contact, rec.q, step.slack))
 
     def segment_end(self, segment: int, kept: bool) -> None:
         pass
@@ -85,7 +85,7 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
             process_input(bag, rm.cfg, lambda _rate: [rm.icfg.settings.filter], observer=feed,
                           unwrap=tuple(model.continuous_joints)).close()
         events = monitor.detector.finish()
-        t, r, flag, q = (np.concatenate([p[i] for p in feed.parts]) for i in range(4))
+        t, r, flag, q, slack = (np.concatenate([p[i] for p in feed.parts]) for i in range(5))
         health = monitor.summary()
         for line in monitor.calibration_findings():
             warn(line)
@@ -106,8 +106,8 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
         with StagedFolder(output, KIND) as tmp:
             atomic_write_text(tmp / "events.yaml", yaml.safe_dump(doc, sort_keys=False))
             thr = monitor.detector.band * settings.threshold
-            _write_npz(tmp / "monitor.npz", t, r, thr, flag, joints, wrench)
-            _plot(tmp / "monitor.png", t, r, thr, events, joints)
+            _write_npz(tmp / "monitor.npz", t, r, thr, slack, flag, joints, wrench)
+            _plot(tmp / "monitor.png", t, r, thr + slack, events, joints, settings.calibration_s)
             write_monitor_page(tmp)
     finally:
         release_output(output)
@@ -115,16 +115,17 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
                           Path(output))
 
 
-def _write_npz(path, t, r, threshold, flag, joints, wrench) -> None:
+def _write_npz(path, t, r, threshold, slack, flag, joints, wrench) -> None:
     import io
     buf = io.BytesIO()
     extra = {} if wrench is None else {"wrench": wrench}
     np.savez_compressed(buf, format=np.array("robot_ident/monitor"), time=t, joints=np.array(joints),
-                        external_torque=r, threshold=threshold, contact=flag, **extra)
+                        external_torque=r, threshold=threshold, friction_slack=slack, contact=flag, **extra)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _plot(path, t, r, threshold, events, joints) -> None:
+def _plot(path, t, r, threshold, events, joints, calibration_s: float) -> None:
+    """`threshold` (N, n): the contact threshold at each sample (band x threshold + slack)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -132,13 +133,16 @@ def _plot(path, t, r, threshold, events, joints) -> None:
     fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 0.8), sharex=True, squeeze=False)
     for k, (ax, j) in enumerate(zip(axes[:, 0], joints)):
         ax.plot(t, r[:, k], lw=0.7, color="C0")
-        ax.axhspan(-threshold[k], threshold[k], color="0.85", lw=0)
+        ax.fill_between(t, -threshold[:, k], threshold[:, k], color="0.85", lw=0)
+        if t.size:
+            ax.axvspan(t[0], min(t[0] + calibration_s, t[-1]), color="C0", alpha=0.07, lw=0)
         for e in events:
             if e.joint == j:
                 ax.axvspan(e.start, e.end, color="C3", alpha=0.3, lw=0)
         ax.set_ylabel(j, rotation=0, ha="right", fontsize=8)
     axes[-1, 0].set_xlabel("time [s]")
-    fig.suptitle("External torque estimate (grey: no-contact band x threshold; red: events)", fontsize=10)
+    fig.suptitle("External torque estimate (grey: the contact threshold, band x threshold widened by the friction "
+                 "slack in the dead band; blue: the calibration, not watched; red: events)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
