@@ -75,7 +75,11 @@ class ContactMonitor:
         """Samples in time order (`qd` None: from the positions, causally)."""
         t = np.atleast_1d(np.asarray(t, float))
         q = np.atleast_2d(q)
-        qd = self.velocity.update(t, q) if qd is None else np.atleast_2d(qd)
+        if qd is None:
+            qd = self.velocity.update(t, q)
+        else:                       # measured: the positions' difference starts afresh if they stop coming
+            self.velocity.reset()
+            qd = np.atleast_2d(qd)
         r = self.observer.update(t, q, qd, effort)
         slack = self.slack.update(t, qd)
         flag = self.detector.update(t, r, slack, self.slack.steady(slack, self.detector.model_band))
