@@ -96,19 +96,25 @@ class Processes:
 
     def start(self, args, name):
         log = tempfile.NamedTemporaryFile("w+", prefix=f"{name}_", suffix=".log", delete=False)
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True)
+        # a session of its own, so that close() reaches its children too: `ros2 run` does not pass
+        # SIGTERM on, and a ros2_control_node left behind went on publishing /joint_states at 1 kHz
+        # into the next launch test
+        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.procs.append((p, log))
         return p, log
 
     def close(self):
         for p, log in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
                 try:
                     p.wait(10)
+                    break
                 except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
+                    continue
             log.close()
         self.procs = []
 
