@@ -37,7 +37,6 @@ def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str]:
 
 @dataclass
 class MonitorStep:
-    t: np.ndarray              # (N,) s
     r: np.ndarray              # (N, n) external torque estimates
     slack: np.ndarray          # (N, n) friction slack added to the thresholds
     contact: np.ndarray        # (N,) bool: any joint in contact
@@ -54,7 +53,7 @@ class ContactMonitor:
         self.velocity = CausalVelocity(self.settings.gain)
         self.slack = FrictionSlack(momentum.coulomb(), dead_band, self.settings.gain)
         self.detector = ContactDetector(self.joints, band, self.settings)
-        self.health = ModelHealth(model, theta, band)
+        self.health = ModelHealth(model, band)
         self.band_kind = band_kind
 
     @classmethod
@@ -84,7 +83,7 @@ class ContactMonitor:
         slack = self.slack.update(t, qd)
         flag = self.detector.update(t, r, slack, self.slack.steady(slack, self.detector.model_band))
         self.health.update(t, q, qd, r, flag, slack <= 0.01 * self.detector.model_band)
-        return MonitorStep(t, r, slack, flag)
+        return MonitorStep(r, slack, flag)
 
     def wrench(self, q, r) -> np.ndarray | None:
         return end_effector_wrench(self.model, q, r)

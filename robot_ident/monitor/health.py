@@ -51,7 +51,7 @@ class HealthFinding:
 
 
 class ModelHealth:
-    def __init__(self, model, theta, band, settings: HealthSettings | None = None):
+    def __init__(self, model, band, settings: HealthSettings | None = None):
         self.model = model
         self.joints = tuple(model.joint_names)
         self.band = np.asarray(band, float)
@@ -67,7 +67,7 @@ class ModelHealth:
         # one RLS for both, so that neither takes the other's effect: [dFc, dFv per joint | dm, dm c]
         self._nf = 2 * n if self.has_friction else 0
         self.drift = RecursiveLeastSquares(self._nf + 4, n, lam, sigma=self.band, p0=1e6)
-        self._window: deque = deque()        # (t, r, qd) of the kept updates
+        self._window: deque = deque()        # (t, r, qd, gravity columns, moving) of the kept updates
         self._last_update = -math.inf
         self._both_ways = np.zeros((2, n), dtype=bool)
 

@@ -180,7 +180,6 @@ class ContactDetector:
         self.model_band = self.band.copy()
         self._set_band(self.band)
         self._open: dict[int, ContactEvent] = {}
-        self._last_t = None
         self._t0 = None
         self._sum = np.zeros(self.band.size)
         self._count = np.zeros(self.band.size)
@@ -231,25 +230,21 @@ class ContactDetector:
             first = 0
         above = np.abs(r) > self.on + extra
         below = np.abs(r) < self.off + extra
+        busy = above.any(axis=1)
         for k in range(first, t.size):
+            if not (self._open or busy[k]):        # nothing above and no event running
+                continue
             for j in np.flatnonzero(above[k]):
-                ev = self._open.get(j)
-                if ev is None:
+                if j not in self._open:
                     self._open[j] = ContactEvent(self.joints[j], t[k], t[k], r[k, j])
-                elif abs(r[k, j]) > abs(ev.peak):
-                    ev.peak = r[k, j]
             for j in list(self._open):
                 ev = self._open[j]
+                ev.end = t[k]
+                if abs(r[k, j]) > abs(ev.peak):
+                    ev.peak = r[k, j]
                 if below[k, j]:
-                    ev.end = t[k]
                     self.events.append(self._open.pop(j))
-                else:
-                    ev.end = t[k]
-                    if abs(r[k, j]) > abs(ev.peak):
-                        ev.peak = r[k, j]
             flag[k] = bool(self._open)
-        if t.size:
-            self._last_t = t[-1]
         return flag
 
     def finish(self) -> list:
