@@ -27,6 +27,17 @@ def test_bad_input_gives_one_line_and_status_2(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("robot, flags, named", [
+    ("space", ["--output", "x", "--no-plots"], "--output, --no-plots"),
+    ("palletiser", ["--method", "wls"], "--method"),
+    ("demo_arm", ["--velocity-noise", "0.01"], "--velocity-noise")])
+def test_demo_refuses_the_options_its_robot_does_not_use(robot, flags, named, tmp_path):
+    """`demo --robot space` once ignored --output, --noise, --method, --periods and --no-plots."""
+    proc = subprocess.run([sys.executable, "-m", "robot_ident.cli", "demo", "--robot", robot, "--quiet", *flags],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and f"does not use {named}" in proc.stderr and not list(tmp_path.iterdir())
+
+
 def test_identify_help_states_the_estimators_default_method(capsys):
     """`identify --help` once said wls while the default is physical (issue 27)."""
     from robot_ident.cli import main

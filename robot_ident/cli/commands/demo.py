@@ -6,16 +6,27 @@ from ...errors import ConfigError
 from ...util.progress import Progress
 
 
+# What each --robot leaves unused: given with another value than its default, it is refused
+# by name rather than silently ignored.
+UNUSED = {"demo_arm": ("velocity_noise",),
+          "space": ("output", "noise", "method", "periods", "no_plots"),
+          "hybrid5": ("velocity_noise", "no_plots"),
+          "palletiser": ("noise", "method", "velocity_noise")}
+DEFAULTS = {"output": "robot_ident_demo", "noise": 0.01, "method": defaults.METHOD, "periods": 2, "no_plots": False,
+            "velocity_noise": 0.001}
+
+
 def add_parser(sub):
     p = sub.add_parser("demo", help="identify the built-in simulated arm end to end (no hardware, no ROS)",
                        description="Simulate the demo arm in MuJoCo, identify it and validate on a held-out "
                                    "trajectory; prints a per-joint table and writes a result folder.")
-    p.add_argument("--output", default="robot_ident_demo", help="result folder (default: %(default)s)")
-    p.add_argument("--noise", type=float, default=0.01,
+    p.add_argument("--output", default=DEFAULTS["output"],
+                   help="result folder (default: %(default)s; --robot palletiser: robot_ident_palletiser)")
+    p.add_argument("--noise", type=float, default=DEFAULTS["noise"],
                    help="effort noise std as a fraction of each joint's effort RMS (default: %(default)s)")
-    p.add_argument("--method", default=defaults.METHOD,
+    p.add_argument("--method", default=DEFAULTS["method"],
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: %(default)s)")
-    p.add_argument("--periods", type=int, default=2,
+    p.add_argument("--periods", type=int, default=DEFAULTS["periods"],
                    help="10 s excitation periods used for identification (default: %(default)s)")
     p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -26,7 +37,7 @@ def add_parser(sub):
                         "5-DOF hybrid machining robot (closed chain, virtual work; WLS and Sobol + GA); palletiser: "
                         "a palletiser with a shoulder balancer spring, identified with and without the spring, and "
                         "the stiffness that minimises the peak shoulder torque of a pick-and-place cycle")
-    p.add_argument("--velocity-noise", type=float, default=0.001,
+    p.add_argument("--velocity-noise", type=float, default=DEFAULTS["velocity_noise"],
                    help="--robot space: velocity noise std as a fraction of each signal's RMS (default: %(default)s)")
     p.set_defaults(func=run)
     return p
@@ -36,7 +47,12 @@ def run(args) -> int:
     from ...demos.serial_arm import DemoSetup, format_summary, run_demo
     from ...estimation.pipeline import IdentificationSettings
 
-    if getattr(args, "robot", "demo_arm") == "space":
+    robot = getattr(args, "robot", "demo_arm")
+    unused = [k for k in UNUSED[robot] if getattr(args, k, DEFAULTS[k]) != DEFAULTS[k]]
+    if unused:
+        raise ConfigError(f"demo --robot {robot} does not use " + ", ".join("--" + k.replace("_", "-") for k in unused)
+                          + " (see robot-ident demo --help)")
+    if robot == "space":
         return run_space(args)
     if getattr(args, "robot", "demo_arm") == "hybrid5":
         return run_hybrid(args)
