@@ -5,7 +5,6 @@ from ... import defaults
 from ...errors import ConfigError
 from ...util.progress import Progress
 
-
 # What each --robot leaves unused: given with another value than its default, it is refused
 # by name rather than silently ignored.
 UNUSED = {"demo_arm": ("velocity_noise",),
