@@ -8,11 +8,19 @@ from robot_ident.errors import TrajectoryError
 from robot_ident.excitation.constraints import LimitSpec, check_trajectory
 from robot_ident.excitation.families import ModifiedFourierTrajectory
 from robot_ident.excitation.fourier import FourierTrajectory
+from robot_ident.model.robot import RobotModel
 from robot_ident.online.approach import approach_limits, plan_approach
 from robot_ident.online.excitation_plan import prepare_excitation
-from robot_ident.online.excitation_run import (ExcitationRun, ExcitationSettings, HoldPosition, Phase,
-                                               PublishPlan, PublishState, SendTrajectory)
-from robot_ident.model.robot import RobotModel
+from robot_ident.online.excitation_run import (
+    ExcitationRun,
+    ExcitationSettings,
+    HoldPosition,
+    Phase,
+    PublishPlan,
+    PublishState,
+    SendTrajectory,
+)
+from robot_ident.online.hold import HOLD_PEAK
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
 ACC = {"shoulder_pan": 6.0, "shoulder_lift": 6.0, "elbow": 8.0, "wrist_1": 10.0, "wrist_2": 10.0, "wrist_3": 10.0}
@@ -298,23 +306,43 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
     acts = run.stop(f.now)
     (hold,) = [a for a in acts if isinstance(a, HoldPosition)]
     (pt,) = hold.points["points"]
-    assert np.allclose(pt["velocities"], 0) and np.abs(np.array(pt["positions"]) - q_before).max() < 0.1
+    assert np.allclose(pt["velocities"], 0) and np.abs(np.array(pt["positions"]) - q_before).max() < 0.15
     assert np.all(np.array(pt["positions"]) <= limits.upper) and np.all(np.array(pt["positions"]) >= limits.lower)
     assert run.phase == Phase.ABORTED
-    # the hold brakes every joint within its acceleration limit (uniform deceleration to rest)
-    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    # no measured velocity: the commanded path's velocity at the stop is the one to brake
-    m_traj = send2_traj
-    qd_cmd = m_traj.sample(np.array([f.now - t_sent]))[1][0]
+    # no measured velocity: the commanded path's velocity at the stop is the one to brake, within the
+    # limits for any controller latency in the planned range (the controller on another clock here)
+    qd_cmd = send2_traj.sample(np.array([f.now - t_sent]))[1][0]
     acc = limits.bounds().acceleration
-    assert T == pytest.approx(max(s.stop_time, float((np.abs(qd_cmd) / acc).max())), rel=1e-6)
-    assert np.all(np.abs(qd_cmd) / T <= acc * (1 + 1e-6))
-    lead = run.expected_latency() + 0.5 * T          # the controller takes the hold after its latency
-    assert np.allclose(pt["positions"], np.clip(q_before + qd_cmd * lead, limits.lower, limits.upper), atol=1e-9)
+    lo, hi = run.latency_range()
+    peaks = cubic_peaks(hold.points, q_before, qd_cmd, 0.0, np.linspace(lo, hi, 23))
+    assert np.all(peaks <= HOLD_PEAK * acc * (1 + 1e-3)) and peaks.max() > 0.5
     run._qd = np.where(np.arange(len(run._q)) == 0, 4.0 * limits.bounds().acceleration[0], 0.0)   # fast joint 1
     pt = run.hold_points()["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert T == pytest.approx(4.0, abs=1e-6)      # 4 s to brake 4 x a_max rad/s at a_max, not stop_time
+    assert 4.0 / HOLD_PEAK <= T <= 4.0      # 4 x a_max rad/s takes seconds to brake, not stop_time
+
+
+def cubic_peaks(hold, q_js, qd, js_time, latencies, n=2001):
+    """The joint_trajectory_controller's cubic (checked numerically, not by the planner's formula):
+    for a take `latency` after the joint state at `js_time` (q_js, qd; the arm coasting meanwhile),
+    from (position, velocity) there to the hold point at rest; the peak |acceleration| of each joint
+    over the latencies (n,) by second differences of sampled positions."""
+    (pt,) = hold["points"]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    anchored = hold["stamp_ns"] != 0
+    x1 = np.asarray(pt["positions"])
+    out = np.zeros(len(x1))
+    for lat in latencies:
+        x0 = q_js + qd * lat
+        h = (js_time + T - (js_time + lat)) if anchored else T
+        tt = np.linspace(0.0, h, n)
+        for j in range(len(x1)):
+            # cubic with x(0) = x0, x'(0) = qd, x(h) = x1, x'(h) = 0, solved as a linear system
+            A = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, h, h**2, h**3], [0, 1, 2 * h, 3 * h**2]])
+            c = np.linalg.solve(A, [x0[j], qd[j], x1[j], 0.0])
+            x = c[0] + c[1] * tt + c[2] * tt**2 + c[3] * tt**3
+            out[j] = max(out[j], np.abs(np.diff(x, 2)).max() / (tt[1] - tt[0]) ** 2)
+    return out
 
 
 def idle_for(f, run, seconds, dt=0.01):
@@ -553,26 +581,34 @@ def test_no_controller_verdict_on_the_action_interface_or_another_clock(limits, 
     assert run.on_controller_state(100.2, JOINTS, 50.0, stamp) == [] and run.active
 
 
-def test_the_hold_brakes_at_the_acceleration_limit_from_the_measured_velocity(limits):
-    """The controller interpolates a cubic from its state (q, qd) to the hold point at rest: its
-    deceleration is uniform, qd / T, and T is the shortest that keeps every joint within its limit."""
+def test_the_hold_brakes_within_the_limits_however_late_the_controller_takes_it(limits):
+    """The controller interpolates a cubic from its state (q, qd) when it takes the hold to the point
+    at rest. Measured on the real controller under load: a point planned for one latency braked at
+    2.4x the limit when taken 63 ms late. The point is placed so that any take in the planned latency
+    range brakes within HOLD_PEAK x each joint's limit, and a take later than that only gradually
+    harder."""
     run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
     qd = np.array([2.2, -1.0, 0.5, 0.0, 3.0, -0.2])
     run.on_joint_state(100.0, JOINTS, START, qd)
+    run.on_controller_state(100.0, JOINTS, 30.0, 100.0)             # same clock: anchored
     run.start(100.0)
     run.on_goal_response(100.0, True)
-    run.on_joint_state(100.01, JOINTS, START, qd)
+    run.on_joint_state(100.01, JOINTS, START, qd, stamp=100.01)
     (hold, state) = run.stop(100.03, "stop service called")
+    assert hold.points["stamp_ns"] == pytest.approx(100.01e9) and state.detail == "stop service called"
+    acc = limits.bounds().acceleration
+    lo, hi = run.latency_range()
+    age = 0.02
+    assert (lo, hi) == (pytest.approx(0.01), pytest.approx(0.07))    # no latency measured yet: 0.02 s
+    inside = cubic_peaks(hold.points, START, qd, 100.01, age + np.linspace(lo, hi, 31))
+    assert np.all(inside <= HOLD_PEAK * acc * (1 + 1e-3))
+    assert inside.max() / acc[np.argmax(inside / acc)] > 1.0      # it uses the allowance: the time is short
+    late = cubic_peaks(hold.points, START, qd, 100.01, [age + hi + 0.01])
+    assert np.all(late <= 1.5 * acc)
     pt = hold.points["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    acc = limits.bounds().acceleration
-    assert T == pytest.approx(float((np.abs(qd) / acc).max()), rel=1e-6) and T > 0.1
-    # a cubic from (q(t0), qd) at t0 to (target, 0) at t0 + T: peak deceleration, with the joint state
-    # carried forward by its age (0.02 s) so the target is not behind the arm
-    q0 = START + qd * (0.02 + run.expected_latency())      # where the controller starts braking
-    dx = np.array(pt["positions"]) - q0
-    peak = np.abs(6 * dx / T**2 - 4 * qd / T)
-    assert np.all(peak <= acc * (1 + 1e-6)) and state.detail == "stop service called"
+    ratio = float((np.abs(qd) / acc).max())
+    assert ratio / HOLD_PEAK < T < age + hi + ratio         # never slower than braking at the limit after `hi`
 
 
 def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
@@ -587,8 +623,12 @@ def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
     run.on_joint_state(100.5, JOINTS, START, qd, stamp=100.3)       # processed 0.2 s after it was measured
     (hold, _) = run.stop(100.5)
     pt = hold.points["points"][0]
-    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert pt["positions"][0] == pytest.approx(START[0] + 1.0 * (0.2 + run.expected_latency() + 0.5 * T))
+    # the controller on another clock (not anchored): the hold's cubic starts when it is taken, from
+    # where the arm is by then, 0.2 s after the measurement plus the latency
+    lo, hi = run.latency_range()
+    assert np.all(cubic_peaks(hold.points, START, qd, 100.3, 0.2 + np.linspace(lo, hi, 21))
+                  <= HOLD_PEAK * limits.bounds().acceleration * (1 + 1e-3))
+    assert pt["positions"][0] > START[0] + 1.0 * (0.2 + hi)     # never behind the arm: no drive back
 
 
 def test_the_topic_interface_refuses_to_start_without_the_controllers_state_or_joints(limits):
@@ -613,7 +653,7 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     behind the arm by the time the controller ran it, and its cubic braked at up to 4x the limit.
     The controller's state gives the latency of each sent trajectory; the hold allows for it."""
     run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
-    assert run.expected_latency() == pytest.approx(0.02)               # before any measurement
+    assert run.latency_range() == (pytest.approx(0.01), pytest.approx(0.07))    # before any measurement
     run.on_joint_state(100.0, JOINTS, START - 0.2)
     run.on_controller_state(100.0, JOINTS, 30.0, 100.0)
     run.start(100.0)                                                    # approach goal sent at 100.0
@@ -621,13 +661,12 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     assert run.latencies == [pytest.approx(0.047)] and run._motion.started_at == pytest.approx(100.047)
     run.on_goal_response(100.06, True)                                  # later: not the clock any more
     assert run._motion.started_at == pytest.approx(100.047)
+    assert run.latency_range() == (pytest.approx(0.0235), pytest.approx(0.097))
     qd = np.array([1.0, 0, 0, 0, 0, 0])
     run.on_joint_state(100.2, JOINTS, START - 0.2, qd, stamp=100.2)
     hold = run.stop(100.2)[0].points
-    pt = hold["points"][0]
     # anchored in time (the controller's stamps agree with our clock): from the joint state's stamp,
-    # coast for the expected latency, then brake uniformly at the limit (shoulder_pan: 1 rad/s at 6 rad/s^2)
+    # within the limit for a take anywhere in the measured range (shoulder_pan: 1 rad/s at 6 rad/s^2)
     assert hold["stamp_ns"] == pytest.approx(100.2e9)
-    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
-    assert T == pytest.approx(0.047 + 1.0 / limits.bounds().acceleration[0], abs=1e-6)
-    assert pt["positions"][0] == pytest.approx(START[0] - 0.2 + 1.0 * (0.047 + 0.5 * (T - 0.047)))
+    peaks = cubic_peaks(hold, START - 0.2, qd, 100.2, np.linspace(0.0235, 0.097, 31))
+    assert peaks[0] <= HOLD_PEAK * limits.bounds().acceleration[0] * (1 + 1e-3) and np.all(peaks[1:] == 0)

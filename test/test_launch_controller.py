@@ -221,11 +221,11 @@ class TestRealController(Spinning, unittest.TestCase):
         self.assertGreater(len(t) - k0, 100, "joint states after the stop")
         moving = np.nonzero(np.abs(qd[k0:]).max(axis=1) >= REST_SPEED)[0]
         rest = t[k0 + moving[-1]] if moving.size else t[k0]
-        self.assertGreater(t[-1] - rest, 0.5, "at rest for a while after")
         traces = os.environ.get("ROBOT_IDENT_CONTROLLER_TRACES")      # a folder: the joint states, for a look
         if traces:
             np.savez(Path(traces) / f"{self.id().split('.')[-1]}.npz", t=t, qd=qd,
                      q=np.array([q for _, q, _ in self.js]), t_stop=t_stop_stamp)
+        self.assertGreater(t[-1] - rest, 0.5, "at rest for a while after")
         v0 = np.abs(qd[max(k0 - 1, 0)])
         seg = slice(max(k0 - 1, 0), k0 + (moving[-1] + 2 if moving.size else 2))
         ratio = peak_acceleration_ratio(t[seg], qd[seg])
@@ -262,8 +262,9 @@ class TestRealController(Spinning, unittest.TestCase):
         self.node.destroy_client(client)
 
     def check_stop(self, interface, how, stop):
-        fig, _ = self.excite_then(interface, stop)
+        fig, log = self.excite_then(interface, stop)
         fig["test"] = f"{how} {interface}"
+        fig["hold"] = [ln.split("hold: ", 1)[1] for ln in log.splitlines() if "hold: " in ln]
         record(FIGURES, fig)
         self.assertGreater(fig["speed_at_stop"], 0.2, fig)                  # it was moving
         self.assertLess(fig["to_rest_s"], fig["target_s"], fig)

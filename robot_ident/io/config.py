@@ -71,7 +71,7 @@ NODE_PARAMETERS = (
     "max_tracking_error",
     "method", "output_dir", "output_topic", "path_tolerance", "payload_arm", "plots", "point_rate",
     "publish_clock", "real_time_factor", "record_on_start", "record_to_bag", "repetitions", "result_timeout",
-    "robot_description", "settle_time", "state_topic", "stop_time", "tracking_window", "trajectory_file",
+    "robot_description", "settle_time", "state_topic", "stop_latency_jitter", "stop_time", "tracking_window", "trajectory_file",
     "urdf_file", "use_sim_time", "result_dir", "gain", "threshold", "calibration_s", "update_period",
     "push_duration")
 

@@ -181,6 +181,12 @@ class ExcitationNode(Node):
         """Come to rest within the acceleration limits: on the topic, or as a goal preempting the running
         one (a cancel is a step to rest on the JTC), which is canceled only if the hold goal is refused."""
         msg = joint_trajectory_message(self._types, a.points)
+        due = a.points["points"][0]["time_from_start"]
+        if self.run is not None:
+            lo, hi = self.run.latency_range()
+            self.get_logger().info(f"hold: at rest {due['sec'] + 1e-9 * due['nanosec']:.3f} s after the last joint "
+                                   f"state, planned for controller latencies {lo:.3f}-{hi:.3f} s (measured: "
+                                   + ", ".join(f"{x:.3f}" for x in self.run.latencies[-5:]) + ")")
         if self.traj_pub is not None:
             self.traj_pub.publish(msg)
             return

@@ -88,6 +88,8 @@ class ExcitationSettings:
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
     stop_time: float = 0.1                # shortest time to come to rest when aborting, longer where the
     #                                       acceleration limits need it (measured on ROS: docs/ros2.md)
+    stop_latency_jitter: float = 0.05     # s: the hold stays within the limits (hold.HOLD_PEAK) for a
+    #                                       controller that takes it up to this much later than the slowest measured
     acceptance_timeout: float = 0.5       # topic mode: the controller's state must show the sent trajectory
     #                                       as started within this [s] (when it publishes ~/controller_state)
     require_controller_state: bool = True   # topic mode: refuse to start without the controller's state
@@ -103,7 +105,7 @@ class ExcitationSettings:
         for name in ("approach_min_duration", "approach_tolerance", "joint_state_timeout",
                      "max_tracking_error", "tracking_window", "tracking_period", "point_rate", "settle_time",
                      "result_timeout",
-                     "stop_time", "acceptance_timeout"):
+                     "stop_time", "stop_latency_jitter", "acceptance_timeout"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise TrajectoryError(f"{name} must be a positive number, got {v}")
@@ -127,6 +129,9 @@ SETTING_PARAMETERS = {
     "result_timeout": ("action interface: abort when no result this long after the expected end [s]", 0.1, 60.0),
     "stop_time": ("an abort's hold trajectory comes to rest in this time, or longer where the acceleration "
                   "limits need it [s]", 0.02, 5.0),
+    "stop_latency_jitter": ("an abort's hold keeps its deceleration within 1.3x the acceleration limits for a "
+                            "controller that takes it up to this much later than the slowest latency measured "
+                            "(it comes to rest later the larger this is) [s]", 0.001, 1.0),
     "require_controller_state": ("topic interface: refuse to start when the controller publishes no "
                                  "~/controller_state (an inactive joint_trajectory_controller; false: another "
                                  "controller, refusals then seen only through the tracking error)", None, None),

@@ -35,7 +35,8 @@ Safety, in the order it is checked:
   `acceptance_timeout` aborts (the controller only logs a refusal).
 
 Aborting sends a one-point trajectory that comes to rest near the current position
-within the acceleration limits: on the topic, or on the action interface as a new
+within the acceleration limits, however late (within the measured latencies and a margin)
+the controller takes it (hold.py): on the topic, or on the action interface as a new
 goal that preempts the running one. The node cancels only when the controller refuses
 that goal: the joint_trajectory_controller answers a cancel by holding the measured
 position at once, a step from full speed to rest.
@@ -64,6 +65,7 @@ from .excitation_actions import (
     PublishState,
     SendTrajectory,
 )
+from .hold import plan as plan_hold
 
 DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
 
@@ -173,37 +175,35 @@ class ExcitationRun:
             return m.trajectory.sample(np.array([tau]))[1][0]
         return np.zeros_like(self._q)
 
-    def expected_latency(self) -> float:
-        """From sending a trajectory to the controller running it: the median of the last five
-        measured (on the controller's state), DEFAULT_LATENCY before any."""
-        return float(np.median(self.latencies[-5:])) if self.latencies else DEFAULT_LATENCY
+    def latency_range(self) -> tuple[float, float]:
+        """From sending a trajectory to the controller running it (s): half the shortest and the
+        longest plus `stop_latency_jitter` of the last five measured (on the controller's state);
+        DEFAULT_LATENCY before any."""
+        recent = self.latencies[-5:] or [DEFAULT_LATENCY]
+        return 0.5 * min(recent), max(recent) + self.settings.stop_latency_jitter
 
     def hold_points(self, now: float | None = None) -> dict:
-        """One point at rest near the current position: where the arm stops, decelerating
-        uniformly from its current velocity within `stop_time`, or longer where that would
-        brake a joint harder than its acceleration limit, clipped to the limits. The
-        joint_trajectory_controller interpolates from its measured state (position and
-        velocity) to this point with a cubic, so the braking is the uniform one if it starts
-        where the point assumes: the last joint state carried forward from when it was measured
-        by its age (at most 0.25 s) and the expected latency to the controller. With the
-        controller on this clock the point is anchored in time (stamp: the joint state's): a
-        latency other than expected costs half the position error, and the rest comes on time."""
+        """One point at rest near the current position (clipped to the position limits), due in
+        `stop_time` or longer where the acceleration limits need it. The controller's cubic to it
+        starts from the arm's state when the controller takes it: after the joint state's age (at
+        most 0.25 s) and a latency that varies; `hold.plan` keeps it within HOLD_PEAK x the limits
+        for any latency in `latency_range`. Anchored in time (stamp: the joint state's) when the
+        controller runs on this clock."""
         s = self.settings
         qd = self._velocity_now(now if now is not None else self._last_js)
         acc = np.asarray(self.limits.bounds().acceleration, float)
         usable = np.isfinite(acc) & (acc > 0)
         need = np.abs(qd[usable]) / acc[usable]
-        stop = max(s.stop_time, float(need.max()) if need.size else 0.0)
         t = self._last_js_stamp
         age = 0.0 if now is None or t is None else min(max(now - t, 0.0), 0.25)
-        lead = age + self.expected_latency()     # the controller starts braking from where the arm is by then
-        target = np.clip(self._q + qd * (lead + 0.5 * stop), self.limits.lower, self.limits.upper)
         anchored = self.controller_same_clock and t is not None and now is not None
-        ns = int(round((lead + stop if anchored else stop) * 1e9))
+        lo, hi = self.latency_range()
+        T, gamma = plan_hold(float(need.max()) if need.size else 0.0, s.stop_time, age + lo, age + hi, anchored)
+        target = np.clip(self._q + qd * gamma, self.limits.lower, self.limits.upper)
+        ns = int(round(T * 1e9))
         z = [0.0] * len(self.joint_names)
         return {"joint_names": list(self.joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
-                # no accelerations: the joint_trajectory_controller then interpolates a cubic, whose
-                # deceleration from qd to rest over `stop` is uniform (a quintic would peak at 1.5x)
+                # no accelerations: the joint_trajectory_controller then interpolates a cubic (hold.py)
                 "points": [{"positions": target.tolist(), "velocities": z,
                             "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
 
