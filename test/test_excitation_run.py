@@ -614,21 +614,49 @@ def test_the_hold_brakes_within_the_limits_however_late_the_controller_takes_it(
 def test_the_hold_is_carried_forward_from_when_the_state_was_measured(limits):
     """Measured on the real controller: the node, behind a 1 kHz broadcaster, held at a position
     0.35 s old and the controller drove the arm back at 6 rad/s. The hold point is carried forward
-    from the measurement's stamp (at most 0.25 s), not from when the message was processed."""
+    from the measurement's stamp, not from when the message was processed."""
     run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
     qd = np.array([1.0, 0, 0, 0, 0, 0])
     run.on_joint_state(100.0, JOINTS, START, qd)
     run.start(100.0)
     run.on_goal_response(100.0, True)
-    run.on_joint_state(100.5, JOINTS, START, qd, stamp=100.3)       # processed 0.2 s after it was measured
+    run.on_joint_state(100.5, JOINTS, START, qd, stamp=100.45)      # processed 0.05 s after it was measured
     (hold, _) = run.stop(100.5)
     pt = hold.points["points"][0]
     # the controller on another clock (not anchored): the hold's cubic starts when it is taken, from
-    # where the arm is by then, 0.2 s after the measurement plus the latency
+    # where the arm is by then, 0.05 s after the measurement plus the latency
     lo, hi = run.latency_range()
-    assert np.all(cubic_peaks(hold.points, START, qd, 100.3, 0.2 + np.linspace(lo, hi, 21))
+    assert np.all(cubic_peaks(hold.points, START, qd, 100.45, 0.05 + np.linspace(lo, hi, 21))
                   <= HOLD_PEAK * limits.bounds().acceleration * (1 + 1e-3))
-    assert pt["positions"][0] > START[0] + 1.0 * (0.2 + hi)     # never behind the arm: no drive back
+    assert pt["positions"][0] > START[0] + 1.0 * (0.05 + hi)     # never behind the arm: no drive back
+
+
+@pytest.mark.parametrize("same_clock", [True, False])
+def test_a_node_far_behind_its_joint_states_holds_from_the_commanded_path(limits, same_clock):
+    """Found under load on the real controller: SIGINT handled 0.72 s after the last joint state the
+    node had taken; the hold, anchored at that state's stamp, ended in the past, the controller
+    refused it ("ends in the past") and ran the excitation on to its end. A state older than
+    FRESH_S is not extrapolated: the hold starts from the running motion's commanded path now
+    (the arm follows it within max_tracking_error) and, anchored, is due after now."""
+    run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
+    run.on_joint_state(100.0, JOINTS, START - 0.2, stamp=100.0)
+    if same_clock:
+        run.on_controller_state(100.0, JOINTS, 30.0, 100.0)
+    run.start(100.0)
+    run.on_goal_response(100.0, True)
+    q3, qd3 = run._motion.trajectory.sample(np.array([0.3]))[:2]
+    assert run.on_joint_state(100.3, JOINTS, q3[0], qd3[0], stamp=100.3) == []     # on the path
+    now = 101.02                                                    # 0.72 s later
+    q_cmd, qd_cmd = run._motion.trajectory.sample(np.array([now - 100.0]))[:2]
+    (hold, _) = run.stop(now)
+    lo, hi = run.latency_range()
+    anchor = now if same_clock else 0.0
+    assert hold.points["stamp_ns"] == pytest.approx(anchor * 1e9)
+    peaks = cubic_peaks(hold.points, q_cmd[0], qd_cmd[0], now, np.linspace(lo, hi, 21))
+    assert np.all(peaks <= HOLD_PEAK * limits.bounds().acceleration * (1 + 1e-3))
+    pt = hold.points["points"][0]
+    T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
+    assert not same_clock or anchor + T > now + hi                  # due after the controller has it
 
 
 def test_the_topic_interface_refuses_to_start_without_the_controllers_state_or_joints(limits):

@@ -18,6 +18,7 @@ from rclpy.action import ActionClient
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration as RclpyDuration
 from rclpy.node import Node
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -197,18 +198,19 @@ class ExcitationNode(Node):
         goal.trajectory = msg
         goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
         future = self.action.send_goal_async(goal)
-        self._inflight.append(future)
-        future.add_done_callback(lambda f: self._on_hold_response(f, running))
+        answered = Future()             # done once the answer is handled: a stopping node waits for it
+        self._inflight += [future, answered]
+        future.add_done_callback(lambda f: self._on_hold_response(f, running, answered))
 
-    def _on_hold_response(self, future, running) -> None:
+    def _on_hold_response(self, future, running, answered) -> None:
         with self._lock:
             handle = future.result()
-            if handle is not None and handle.accepted:
-                return
-            self.get_logger().error("the controller refused the hold goal: canceling the running goal (the "
-                                    "controller then stops at once)")
-            if running is not None:
-                self._inflight.append(running.cancel_goal_async())
+            if handle is None or not handle.accepted:
+                self.get_logger().error("the controller refused the hold goal: canceling the running goal (the "
+                                        "controller then stops at once)")
+                if running is not None:
+                    self._inflight.append(running.cancel_goal_async())
+            answered.set_result(True)
 
     # ---------------------------------------------------------------- events
     def _on_goal_response(self, future, seq: int) -> None:

@@ -65,9 +65,10 @@ from .excitation_actions import (
     PublishState,
     SendTrajectory,
 )
-from .hold import plan as plan_hold
+from .hold import hold_message
 
 DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
+FRESH_S = 0.1              # s: an abort's hold starts from a joint state at most this old, else from the path
 
 
 # -------------------------------------------------------------------- state machine
@@ -165,15 +166,29 @@ class ExcitationRun:
         actions.append(self._set(Phase.ABORTED, reason))
         return actions
 
-    def _velocity_now(self, now: float) -> np.ndarray:
-        """The measured velocity; without one, the commanded path's at `now`, else zero."""
-        if self._qd is not None:
-            return self._qd
+    def _commanded(self, t: float):
+        """(q, qd) of the running motion's commanded path at `t` (None: no motion running)."""
         m = self._motion
-        if m is not None and m.started_at is not None:
-            tau = min(max(now - m.started_at, 0.0), float(m.trajectory.duration))
-            return m.trajectory.sample(np.array([tau]))[1][0]
-        return np.zeros_like(self._q)
+        if m is None or m.started_at is None:
+            return None
+        tau = min(max(t - m.started_at, 0.0), float(m.trajectory.duration))
+        q, qd, _ = m.trajectory.sample(np.array([tau]))
+        return q[0], qd[0]
+
+    def _state_now(self, now: float | None) -> tuple[float, np.ndarray, np.ndarray]:
+        """(time, q, qd) the hold starts from: the last joint state when it is at most FRESH_S old
+        (its velocity, else the commanded path's); else, the node having fallen behind its joint
+        states, the running motion's commanded path at `now` (the arm follows it within
+        max_tracking_error); else the last joint state at rest."""
+        t = self._last_js_stamp if self._last_js_stamp is not None else self._last_js
+        now = t if now is None else now
+        cmd = self._commanded(t if now - t <= FRESH_S else now)
+        if now - t <= FRESH_S:
+            return t, self._q, (self._qd if self._qd is not None else
+                                cmd[1] if cmd is not None else np.zeros_like(self._q))
+        if cmd is not None:
+            return now, cmd[0], cmd[1]
+        return now, self._q, np.zeros_like(self._q)
 
     def latency_range(self) -> tuple[float, float]:
         """From sending a trajectory to the controller running it (s): half the shortest and the
@@ -183,29 +198,11 @@ class ExcitationRun:
         return 0.5 * min(recent), max(recent) + self.settings.stop_latency_jitter
 
     def hold_points(self, now: float | None = None) -> dict:
-        """One point at rest near the current position (clipped to the position limits), due in
-        `stop_time` or longer where the acceleration limits need it. The controller's cubic to it
-        starts from the arm's state when the controller takes it: after the joint state's age (at
-        most 0.25 s) and a latency that varies; `hold.plan` keeps it within HOLD_PEAK x the limits
-        for any latency in `latency_range`. Anchored in time (stamp: the joint state's) when the
-        controller runs on this clock."""
-        s = self.settings
-        qd = self._velocity_now(now if now is not None else self._last_js)
-        acc = np.asarray(self.limits.bounds().acceleration, float)
-        usable = np.isfinite(acc) & (acc > 0)
-        need = np.abs(qd[usable]) / acc[usable]
-        t = self._last_js_stamp
-        age = 0.0 if now is None or t is None else min(max(now - t, 0.0), 0.25)
-        anchored = self.controller_same_clock and t is not None and now is not None
-        lo, hi = self.latency_range()
-        T, gamma = plan_hold(float(need.max()) if need.size else 0.0, s.stop_time, age + lo, age + hi, anchored)
-        target = np.clip(self._q + qd * gamma, self.limits.lower, self.limits.upper)
-        ns = int(round(T * 1e9))
-        z = [0.0] * len(self.joint_names)
-        return {"joint_names": list(self.joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
-                # no accelerations: the joint_trajectory_controller then interpolates a cubic (hold.py)
-                "points": [{"positions": target.tolist(), "velocities": z,
-                            "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
+        """The abort's hold trajectory (`hold.hold_message`) from `_state_now`, anchored in time
+        when the controller runs on this clock."""
+        t, q, qd = self._state_now(now)
+        return hold_message(self.joint_names, self.limits, self.settings.stop_time, t, q, qd, now,
+                            self.latency_range(), anchored=self.controller_same_clock and now is not None)
 
     def _send(self, now: float, phase: Phase, traj) -> list:
         self._last_check = -np.inf

@@ -68,3 +68,26 @@ def plan(ratio: float, stop_time: float, lo: float, hi: float, anchored: bool,
                 a = m
         a = b
     return a, _best_gamma(a, L, anchored)[1]
+
+
+def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: float | None,
+                 latencies: tuple[float, float], anchored: bool) -> dict:
+    """One point at rest near the arm's state (t, q, qd) (clipped to the position limits), due in
+    `stop_time` or longer where the acceleration limits (`limits`: an excitation LimitSpec) need it.
+    The controller's cubic to it starts from the arm's state when the controller takes it: after
+    the state's age and a latency in [lo, hi] (`latencies`); `plan` keeps it within HOLD_PEAK x the
+    limits for any of them. Anchored (stamp `t`), the point is due after ``now + hi``: a trajectory
+    that ends in the past is refused by the controller, which runs on."""
+    q, qd = np.asarray(q, float), np.asarray(qd, float)
+    age = 0.0 if now is None else max(now - t, 0.0)
+    acc = np.asarray(limits.bounds().acceleration, float)
+    usable = np.isfinite(acc) & (acc > 0)
+    need = np.abs(qd[usable]) / acc[usable]
+    lo, hi = latencies
+    T, gamma = plan(float(need.max()) if need.size else 0.0, stop_time, age + lo, age + hi, anchored)
+    target = np.clip(q + qd * gamma, limits.lower, limits.upper)
+    ns = int(round(T * 1e9))
+    return {"joint_names": list(joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
+            # no accelerations: the joint_trajectory_controller then interpolates a cubic
+            "points": [{"positions": target.tolist(), "velocities": [0.0] * len(joint_names),
+                        "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
