@@ -23,6 +23,15 @@ prediction column and the efforts moved last and re-triangularised: the bottom 2
 block [[r_pp, r_py], [0, r_yy]] gives slope r_py / r_pp and partial correlation
 sign(r_pp) r_py / hypot(r_py, r_yy); a joint whose prediction the other columns explain
 (the last joint moves only the last body) has none.
+
+What a CAD error can do to the prediction (`uncertain`, CAD prediction only): a joint
+whose bodies carry their centres of mass near its axis (a wrist roll) gets from the CAD
+a prediction beyond its own inertia and friction that a few millimetres of centre of
+mass error change in size and sign. With the columns ``m_b * COM_UNCERTAINTY *
+Y[:, (b, m c_a)]`` (the prediction's change for a shift of each body's centre of mass
+along each axis; the first moments only) between the own columns and the prediction,
+the joint's prediction is uncertain when the sum of their norms with the own columns
+projected out reaches the prediction's own: its gain and direction are not judged.
 """
 from __future__ import annotations
 
@@ -50,15 +59,20 @@ def gain_columns(model, data, pred=None) -> np.ndarray | None:
     return np.stack([np.ones_like(qd), qd, np.tanh(qd / scale), data.qdd, pred, data.effort], axis=2)
 
 
-def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, float]:
-    """(slope, partial correlation) of the last column of `A` regressed on the fifth with the
-    first four projected out (least squares). `A` may be the samples' rows or any matrix with
-    the same Gram matrix (an R factor of them, `n_rows` then the number of samples: it sets
-    the rank cut-off as `numpy.linalg.lstsq` sets it on the rows)."""
+def _projector(A: np.ndarray, n_rows: int | None):
+    """y -> y with the first four columns of `A` projected out (least squares)."""
     F = A[:, :4]
     rcond = np.finfo(float).eps * max(A.shape[0] if n_rows is None else n_rows, 4)
-    proj = lambda y: y - F @ np.linalg.lstsq(F, y, rcond=rcond)[0]  # noqa: E731
-    p, y = proj(A[:, 4]), proj(A[:, 5])
+    return lambda y: y - F @ np.linalg.lstsq(F, y, rcond=rcond)[0]
+
+
+def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, float]:
+    """(slope, partial correlation) of the last column of `A` regressed on the one before it
+    with the first four projected out (least squares). `A` may be the samples' rows or any
+    matrix with the same Gram matrix (an R factor of them, `n_rows` then the number of
+    samples: it sets the rank cut-off as `numpy.linalg.lstsq` sets it on the rows)."""
+    proj = _projector(A, n_rows)
+    p, y = proj(A[:, -2]), proj(A[:, -1])
     pp, yy = float(p @ p), float(y @ y)
     if pp <= 0 or yy <= 0:
         return float("nan"), 0.0
@@ -66,6 +80,7 @@ def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, fl
 
 
 SEPARABLE = 1e-6    # |r_pp| below this fraction of the prediction column's norm: no measurable gain
+COM_UNCERTAINTY = 0.005   # m: a CAD centre of mass's error the gain check allows for (`uncertain`)
 BLOCK = 4096        # samples per QR update
 
 
@@ -86,6 +101,12 @@ class GainCheck:
             self.tool_cols = layout.inertial_slice(layout.body_joints[-1])
         self.width = 5 * n + 11
         self.R_tool = np.zeros((0, self.width)) if self.tool_cols is not None else None
+        self.com_cols = None                # per body: its first moments' columns and CAD mass
+        if self.tool_cols is not None:
+            nominal = np.asarray(model.nominal, float)
+            self.com_cols = [(layout.inertial_slice(b).start, nominal[layout.inertial_slice(b).start])
+                             for b in layout.body_joints]
+            self.R = [np.zeros((0, 6 + 3 * len(self.com_cols))) for _ in self.joints]
 
     def add(self, data) -> None:
         if self.R is None or data.n_samples == 0:
@@ -113,8 +134,12 @@ class GainCheck:
         if cols is None:                                   # no model to predict the efforts: no gain check
             self.R = None
             return
+        own = cols
+        if self.com_cols is not None:                      # the COM-shift columns before the prediction
+            shift = np.concatenate([Y[:, :, c + 1:c + 4] * (m * COM_UNCERTAINTY) for c, m in self.com_cols], axis=2)
+            own = np.concatenate([cols[:, :, :4], shift, cols[:, :, 4:]], axis=2)
         for k in range(n):
-            self.R[k] = np.linalg.qr(np.vstack([self.R[k], cols[:, k, :]]), mode="r")
+            self.R[k] = np.linalg.qr(np.vstack([self.R[k], own[:, k, :]]), mode="r")
         if Y is not None:
             A = np.zeros((data.n_samples, n, self.width))
             for k in range(n):
@@ -130,6 +155,22 @@ class GainCheck:
         if self.R is None or self.n_rows == 0:
             return {}
         return {j: projected_slope(self.R[k], self.n_rows) for k, j in enumerate(self.joints)}
+
+    def uncertain(self) -> dict:
+        """joint -> ratio of what a COM_UNCERTAINTY error of the CAD's centres of mass can change
+        in its prediction (beyond its own inertia and friction) to that prediction, for the joints
+        where it is 1 or more: there the CAD does not say the effort's size or sign."""
+        if self.R is None or self.n_rows == 0 or self.com_cols is None:
+            return {}
+        out = {}
+        for k, j in enumerate(self.joints):
+            A = self.R[k]
+            proj = _projector(A, self.n_rows)
+            p = float(np.linalg.norm(proj(A[:, -2])))
+            bound = sum(float(np.linalg.norm(proj(A[:, c]))) for c in range(4, A.shape[1] - 2))
+            if p == 0.0 or bound >= p:
+                out[j] = bound / p if p > 0 else float("inf")
+        return out
 
     def with_tool(self) -> tuple[dict, np.ndarray | None]:
         """(joint -> (slope, partial correlation) with a tool on the last body fitted alongside,

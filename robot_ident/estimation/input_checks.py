@@ -74,7 +74,8 @@ class InputChecks:
         """Every input check, in order: CAD, per input, gains."""
         findings: list[Finding] = check_cad(self.model, self.method)
         findings += self.recording_findings(processed, states_topic, effort_topic)
-        findings += judge_gains(self.gains.slopes(), skip=spiky_joints(findings), tool=self.gains.tool())
+        findings += judge_gains(self.gains.slopes(), skip=spiky_joints(findings), tool=self.gains.tool(),
+                                uncertain=self.gains.uncertain())
         return findings
 
 

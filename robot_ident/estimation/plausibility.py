@@ -47,6 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import RobotIdentError
+from .gain_check import COM_UNCERTAINTY
 
 EFFORT_WARN, EFFORT_ERROR = 1.5, 3.0
 POSITION_MARGIN = 0.05
@@ -320,12 +321,26 @@ def off_prediction(slopes: dict) -> list[tuple[str, float]]:
             if abs(r) >= MIN_PARTIAL_CORRELATION and not GAIN_WARN[0] <= a <= GAIN_WARN[1]]
 
 
-def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None) -> list[Finding]:
+def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None,
+                uncertain: dict | None = None) -> list[Finding]:
     """The gain findings from joint -> (slope, partial correlation) (`gain_check.GainCheck`).
     `tool`: (the slopes with a tool on the last body fitted alongside, its 10 inertial
     parameters, the last body's joint): efforts above the CAD model's that a tool of
-    positive mass explains are a note naming the tool, not a gain warning."""
+    positive mass explains are a note naming the tool, not a gain warning. `uncertain`:
+    joint -> how many times its CAD prediction a centre-of-mass error of the CAD can change
+    (`GainCheck.uncertain`): an error or warning there becomes a note."""
     out = []
+    unsure = uncertain or {}
+
+    def add(severity: str, subj: str, text: str) -> None:
+        j = subj[len("joint '"):-1]
+        if severity != "note" and j in unsure:
+            severity, text = "note", (f"{text.split(':')[0]}; but a {1000 * COM_UNCERTAINTY:g} mm error of the "
+                                      "CAD's centres of mass changes what it predicts on this joint (beyond its own "
+                                      f"inertia and friction) by up to {unsure[j]:.2g} x: its gain and direction "
+                                      "are not judged")
+        out.append(Finding(severity, subj, text))
+
     t_slopes, pi, body = tool if tool is not None else ({}, None, "")
     has_tool = pi is not None and pi[0] > 0
     explained = []
@@ -335,20 +350,16 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
         subj = f"joint {j!r}"
         if a < -GAIN_ERROR[1]:
             # A flip with a CAD of the right size gives about -1; far beyond -3 the CAD predicts
-            # almost nothing on this joint once its own inertia and friction are taken out (a
-            # last link whose CAD centre of mass sits 0.1-1 mm off its axis: its one gravity
-            # term's sign is the CAD's rounding): the sign says nothing about the direction.
-            out.append(Finding("note", subj, f"the measured effort runs against the CAD model's at {-a:.3g} x its "
-                                             "size: the CAD predicts almost nothing on this joint beyond its own "
-                                             "inertia and friction (a centre of mass near its axis?), so its "
-                                             "direction is not judged"))
+            # almost nothing here beyond the joint's own inertia and friction (`uncertain` says why).
+            add("note", subj, f"the measured effort runs against the CAD model's at {-a:.3g} x its size: the CAD "
+                              "predicts almost nothing on this joint beyond its own inertia and friction (a centre "
+                              "of mass near its axis?), so its direction is not judged")
         elif a < 0:
-            out.append(Finding("error", subj, f"the measured effort runs against the CAD model's (slope {a:.3g}): "
-                                              "a flipped direction (sign of the torque constant, gear ratio or "
-                                              "joint axis)"))
+            add("error", subj, f"the measured effort runs against the CAD model's (slope {a:.3g}): a flipped "
+                               "direction (sign of the torque constant, gear ratio or joint axis)")
         elif a < GAIN_ERROR[0]:
-            out.append(Finding("error", subj, f"the measured effort is only {a:.3g} x the CAD model's: the torque "
-                                              "constant or gear ratio is too small by about that factor"))
+            add("error", subj, f"the measured effort is only {a:.3g} x the CAD model's: the torque constant or gear "
+                               "ratio is too small by about that factor")
         elif a > GAIN_WARN[1]:
             # Larger than predicted can also be a payload or tool missing from the URDF, so this
             # side is only a warning (or a note when a tool on the last body explains it); a gain
@@ -357,12 +368,11 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
             if has_tool and (not np.isfinite(b) or abs(rb) < MIN_PARTIAL_CORRELATION or b <= GAIN_WARN[1]):
                 explained.append(j)
                 continue
-            out.append(Finding("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque "
-                                                "constant or gear ratio too large, or a payload / tool missing "
-                                                "from the URDF?)"))
+            add("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
+                                 "too large, or a payload / tool missing from the URDF?)")
         elif a < GAIN_WARN[0]:
-            out.append(Finding("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque "
-                                                "constant or gear ratio too small, or CAD masses too large?)"))
+            add("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
+                                 "too small, or CAD masses too large?)")
     if explained:
         com = np.asarray(pi[1:4]) / pi[0]
         out.append(Finding("note", "joint " + ", ".join(map(repr, explained)),

@@ -99,7 +99,6 @@ class ExcitationNode(Node):
         self.create_subscription(JointTrajectoryControllerState, f"/{controller}/controller_state",
                                  self._on_controller_state, 10)
         self._publish_state(Phase.IDLE, "loading")
-
         # Loading (or designing) the plan may take a while: a thread, the executor keeps spinning.
         self.run: ExcitationRun | None = None
         self._settings = settings
@@ -179,27 +178,21 @@ class ExcitationNode(Node):
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
 
     def _hold(self, a: HoldPosition) -> None:
-        """Come to rest within the acceleration limits: on the topic, or as a goal preempting the running
-        one (a cancel is a step to rest on the JTC), which is canceled only if the hold goal is refused."""
+        """Rest within the limits: on the topic, or as a goal preempting the running one (canceled only if
+        the hold goal is refused: a cancel is a step to rest on the JTC)."""
         msg = joint_trajectory_message(self._types, a.points)
-        due = a.points["points"][0]["time_from_start"]
-        if self.run is not None:
-            lo, hi = self.run.latency_range()
-            self.get_logger().info(f"hold: at rest {due['sec'] + 1e-9 * due['nanosec']:.3f} s after the last joint "
-                                   f"state, planned for controller latencies {lo:.3f}-{hi:.3f} s (measured: "
-                                   + ", ".join(f"{x:.3f}" for x in self.run.latencies[-5:]) + ")")
+        if a.note:
+            self.get_logger().info(a.note)
         if self.traj_pub is not None:
             self.traj_pub.publish(msg)
             return
-        running = self._goal_handle
-        self._goal_handle = None
+        running, self._goal_handle = self._goal_handle, None
         self._goal_seq += 1                  # the preempted goal's result is no news
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = msg
         goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
         future = self.action.send_goal_async(goal)
-        answered = Future()             # done once the answer is handled: a stopping node waits for it
-        self._inflight += [future, answered]
+        self._inflight += [future, answered := Future()]   # done once the answer is handled: a stop waits
         future.add_done_callback(lambda f: self._on_hold_response(f, running, answered))
 
     def _on_hold_response(self, future, running, answered) -> None:

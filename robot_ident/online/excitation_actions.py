@@ -51,6 +51,7 @@ class HoldPosition:
     measured position at once, a step from full speed to rest)."""
     points: dict
     reason: str = ""
+    note: str = ""             # for the log: when it is due, for which latencies
 
 
 @dataclass(frozen=True)

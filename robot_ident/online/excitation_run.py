@@ -65,7 +65,7 @@ from .excitation_actions import (
     PublishState,
     SendTrajectory,
 )
-from .hold import hold_message
+from .hold import hold_message, hold_note
 
 DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
 FRESH_S = 0.1              # s: an abort's hold starts from a joint state at most this old, else from the path
@@ -161,7 +161,8 @@ class ExcitationRun:
     def _abort(self, now: float, reason: str) -> list:
         actions: list = []
         if self.active and not self.settings.dry_run:
-            actions.append(HoldPosition(self.hold_points(now), reason))    # active: joint states known
+            pts = self.hold_points(now)                                  # active: joint states known
+            actions.append(HoldPosition(pts, reason, hold_note(pts, self.latency_range(), self.latencies[-5:])))
         self._motion = None
         actions.append(self._set(Phase.ABORTED, reason))
         return actions

@@ -91,3 +91,12 @@ def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: fl
             # no accelerations: the joint_trajectory_controller then interpolates a cubic
             "points": [{"positions": target.tolist(), "velocities": [0.0] * len(joint_names),
                         "time_from_start": {"sec": ns // 1_000_000_000, "nanosec": ns % 1_000_000_000}}]}
+
+
+def hold_note(points: dict, latencies: tuple[float, float], measured) -> str:
+    """One log line: when the hold is due, for which latencies, from which measured."""
+    due = points["points"][0]["time_from_start"]
+    return (f"hold: at rest {due['sec'] + 1e-9 * due['nanosec']:.3f} s after the state it starts from "
+            f"({'stamped' if points['stamp_ns'] else 'from when the controller takes it'}), planned for controller "
+            f"latencies {latencies[0]:.3f}-{latencies[1]:.3f} s (measured: "
+            + (", ".join(f"{x:.3f}" for x in measured) or "none") + ")")
