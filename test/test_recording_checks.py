@@ -649,3 +649,42 @@ def test_a_joint_the_cad_barely_predicts_is_not_called_flipped():
     assert [f.severity for f in flipped] == ["error"] and "flipped direction" in flipped[0].text
     tiny = judge_gains({"j6": (-32.9, -0.6)})
     assert [f.severity for f in tiny] == ["note"] and "not judged" in tiny[0].text
+
+
+def test_a_direction_the_cads_centre_of_mass_errors_decide_is_not_judged():
+    """The SO-100's wrist_roll was refused as flipped on correct simulated data (slopes -2.21 to
+    -2.67): beyond the joint's own inertia and friction its CAD predicts the gravity of a gripper
+    whose centre of mass sits 1.2 mm off the roll axis, which the truth's few millimetres of CAD
+    error reverse. The gain check measures how far a COM_UNCERTAINTY error of the centres of mass
+    moves each joint's prediction: wrist_roll's direction is not judged (a note), while a flipped
+    shoulder_lift, whose prediction no such error reverses, is still refused."""
+    from conftest import example_robot_urdf
+
+    from robot_ident.data.signals import ProcessedData
+    from robot_ident.estimation.plausibility import judge_gains
+    joints = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
+    m = RobotModel(example_robot_urdf("so_arm_description", "so100.urdf"), joints)
+    rng = np.random.default_rng(0)
+    t = np.arange(0.0, 20.0, 0.005)[:, None]
+    w, ph, amp = rng.uniform(0.5, 2.0, (3, 5)), rng.uniform(0, 6, (3, 5)), rng.uniform(0.2, 0.6, (3, 5))
+    q = sum(a * np.sin(f * t + p) for a, f, p in zip(amp, w, ph))
+    qd = sum(a * f * np.cos(f * t + p) for a, f, p in zip(amp, w, ph))
+    qdd = sum(-a * f**2 * np.sin(f * t + p) for a, f, p in zip(amp, w, ph))
+    truth = np.array(m.nominal, float)
+    k = m.layout.inertial_slice("wrist_roll").start
+    truth[k + 1] -= truth[k] * 0.003                    # the gripper's centre of mass 3 mm across the axis
+    effort = (m.regressor(q, qd, qdd) @ truth).reshape(-1, 5)
+
+    def findings(eff):
+        g = GainCheck(m)
+        g.add(ProcessedData(t[:, 0], joints, q, qd, qdd, eff, eff))
+        assert set(g.uncertain()) == {"wrist_roll"}
+        return {f.subject: f for f in judge_gains(g.slopes(), uncertain=g.uncertain())}, g.slopes()
+
+    got, slopes = findings(effort)
+    assert slopes["wrist_roll"][0] < -1.0 and slopes["wrist_roll"][1] < -0.5        # reads as a flip ...
+    assert got["joint 'wrist_roll'"].severity == "note" and "not judged" in got["joint 'wrist_roll'"].text
+    assert list(got) == ["joint 'wrist_roll'"]                                        # ... and nothing else
+    flipped = effort * np.where(np.array(joints) == "shoulder_lift", -1.0, 1.0)
+    got, _ = findings(flipped)
+    assert got["joint 'shoulder_lift'"].severity == "error" and "flipped" in got["joint 'shoulder_lift'"].text
