@@ -280,3 +280,6 @@ def test_cli_simulate_identify_validate_with_a_coupled_wrist(tmp_path, demo_urdf
     cli("validate", "--bag", tmp_path / "b2", "--result", tmp_path / "res", "--quiet")
     val = yaml.safe_load((tmp_path / "res" / "validation.yaml").read_text())
     np.testing.assert_allclose([val["joints"][j]["rms"] for j in cad.joint_names], rms, rtol=1e-6)
+    cli("report", "--result", tmp_path / "res")             # it once failed on the motors' names (KeyError 'm4')
+    page = (tmp_path / "res" / "report.html").read_text()
+    assert "<td>m4</td>" in page and "kg·m²" in page

@@ -284,8 +284,11 @@ def efforts_html(d: ReportData) -> str:
     r = d.result or {}
     if r.get("actuators"):
         u = dict(zip(d.joints, d.units))
-        unit = {"Fc": lambda j: u[j], "Fv": lambda j: f"{u[j]}·s/{position_unit(u[j])}",
-                "off": lambda j: u[j], "Ia": lambda j: "kg·m²" if u[j] == "N·m" else "kg"}
+        same = set(d.units)
+        for motor in r["actuators"]:    # a coupled group's motors: its joints' unit, when they share one
+            u.setdefault(motor, next(iter(same)) if len(same) == 1 else "")
+        unit = {"Fc": lambda j: u[j], "Fv": lambda j: f"{u[j]}·s/{position_unit(u[j])}" if u[j] else "",
+                "off": lambda j: u[j], "Ia": lambda j: {"N·m": "kg·m²", "N": "kg"}.get(u[j], "")}
         parts.append("<details><summary>actuator parameters (base parameters by themselves)</summary>"
                      + table(["joint", "parameter", "value", "std", "unit"],
                              [[j, s, v["value"], v["std"], _Raw(esc(unit.get(s, lambda j: "")(j)))]
