@@ -632,6 +632,7 @@ def test_validate_on_another_robots_efforts_is_an_error(world, monkeypatch, tmp_
                          "--output", tmp_path / "v.yaml")
     line = one_error_line(err)
     assert code == 2 and "another robot" in line and not (tmp_path / "v.yaml").exists()
+    assert line.endswith("nothing was validated") and "--force" not in line      # validate has no --force
     with_streams(monkeypatch, edited(world, currents=scale_current(None, 2.5)))
     code, out, err = cli("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "v.yaml")
     line = one_error_line(err)

@@ -393,7 +393,7 @@ def validate_source(source, cfg, filter_options, model, base, values, threshold:
             findings = checks.recording_findings(processed, cfg.joint_states_topic, cfg.current_topic)
             if judge is not None:
                 findings += judge(checks.gains.slopes())
-            enforce(findings)
+            enforce(findings, hint="nothing was validated")
             runs = [(store, a, b) for a, b in processed.segment_rows()]    # each segment's dead band its own
             with progress.stage("validate"):
                 report = validate_runs(values_model, model, runs, threshold, guard_s, plot_points=16,

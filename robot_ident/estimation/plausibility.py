@@ -440,11 +440,10 @@ def check_cad(model, method: str) -> list[Finding]:
     return out
 
 
-def enforce(findings: Sequence[Finding], force: bool = False) -> None:
-    """Raise `PlausibilityError` (one line) when a finding is an error, unless `force`."""
+def enforce(findings: Sequence[Finding], force: bool = False, hint: str = "pass --force to identify anyway") -> None:
+    """Raise `PlausibilityError` (one line, ending with `hint`) when a finding is an error, unless `force`."""
     errors = [f for f in findings if f.severity == "error"]
     if errors and not force:
         first = errors[0]
         more = f" (and {len(errors) - 1} more, see the warnings)" if len(errors) > 1 else ""
-        raise PlausibilityError(f"implausible input: {first.subject}: {first.text}{more}; "
-                                "pass --force to identify anyway")
+        raise PlausibilityError(f"implausible input: {first.subject}: {first.text}{more}; {hint}")

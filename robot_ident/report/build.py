@@ -171,8 +171,9 @@ def key_answers(d: ReportData) -> list[str]:
     out = []
     if d.friction:
         f = next((x for x in d.friction if x.joint == d.worst_friction), d.friction[0])
-        what = (f"systematic misfit {f.misfit_percent:.1f} % of its friction effort, {f.systematic_rms:.3g} "
-                f"{f.unit}")
+        share = (f"{f.misfit_percent:.1f} % of its friction effort" if np.isfinite(f.misfit_percent)
+                 else "no friction effort to compare with")
+        what = f"systematic misfit {share}, {f.systematic_rms:.3g} {f.unit}"
         if all(x.within_noise for x in d.friction):
             out.append(f"Friction: every joint's Coulomb + viscous curve fits within the noise; the largest "
                        f"misfit is {f.joint} ({what})")
