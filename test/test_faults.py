@@ -459,10 +459,13 @@ def _no_stage_left(parent: Path):
 
 def test_older_result_is_replaced_as_a_whole(world, tmp_path):
     import shutil
+
+    from robot_ident.io.staging import _write_marker
     res = tmp_path / "res"
     shutil.copytree(world["clean"], res)
     for stale in ("identified.urdf", "validation.yaml", "report.html", "validation_efforts.png"):
         (res / stale).write_text("old")
+    _write_marker(res, "result")              # an older run that wrote them (with plots, a good model)
     code, out, err = identify(world, res)
     assert code == 0, err
     assert not {"identified.urdf", "validation.yaml", "report.html", "validation_efforts.png"} & _files(res)
@@ -484,6 +487,44 @@ def test_folder_that_is_not_a_result_is_never_replaced(world, tmp_path):
         assert "choose another folder" in err and "--force" not in one_error_line(err)
         assert sorted(p.name for p in mine.iterdir()) == ["config.yaml"]
         assert (mine / "config.yaml").read_text() == "my own notes\n"
+
+
+def test_no_command_overwrites_a_file_it_did_not_write(world, tmp_path):
+    """Issue 31: `validate --output`, `report --output` and `design --output` replaced a user's file of
+    that name, `init --force` a user's config, and re-identifying into a result folder deleted the
+    notes a user had put there. Each now replaces only what robot_ident wrote; init --force keeps
+    the old file as FILE.bak; the same commands still replace their own earlier output."""
+    import shutil
+
+    def run(*args):                       # as cli(), with --quiet only where the command has it
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args] + (["--quiet"] if args[0] == "validate" else []))
+        return code, out.getvalue(), err.getvalue()
+
+    mine = {"notes.yaml": "my notes\n", "page.html": "<p>mine</p>\n", "traj.yaml": "mine\n"}
+    for name, text in mine.items():
+        (tmp_path / name).write_text(text)
+    runs = [("validate", "--bag", world["bag"], "--result", world["clean"], "--output", tmp_path / "notes.yaml"),
+            ("report", "--result", world["clean"], "--output", tmp_path / "page.html"),
+            ("design", "--urdf", world["urdf"], "--config", CONFIG, "--output", tmp_path / "traj.yaml",
+             "--max-evals", "3", "--time-limit", "1")]
+    for args in runs:
+        code, _, err = run(*args)
+        assert code == 2 and "is not a robot_ident" in one_error_line(err), err
+    assert {n: (tmp_path / n).read_text() for n in mine} == mine
+    res = tmp_path / "res"
+    shutil.copytree(world["clean"], res)
+    for args in ([a if a != tmp_path / "notes.yaml" else res / "validation.yaml" for a in runs[0]],
+                 ["report", "--result", res]):
+        assert run(*args)[0] == 0 and run(*args)[0] == 0                     # its own output: replaced
+    assert identify(world, res)[0] == 0                                      # a result folder it wrote: replaced
+    (res / "notes.txt").write_text("mine\n")
+    code, _, err = identify(world, res)
+    assert code == 2 and "notes.txt" in one_error_line(err) and (res / "notes.txt").read_text() == "mine\n"
+    (tmp_path / "cfg.yaml").write_text("x: 1\n")
+    assert run("init", "--urdf", world["urdf"], "--output", tmp_path / "cfg.yaml", "--force")[0] == 0
+    assert (tmp_path / "cfg.yaml.bak").read_text() == "x: 1\n" and "actuators" in (tmp_path / "cfg.yaml").read_text()
 
 
 @pytest.mark.parametrize("fault", ["io-error", "ctrl-c", "sigterm"])

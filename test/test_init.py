@@ -77,7 +77,8 @@ def test_an_existing_file_is_replaced_only_with_force(tmp_path, capsys):
     assert out.read_text() == "mine\n" and f"{out} exists" in err and "--force" in err
     assert main(["init", "--urdf", str(DEMO), "--output", str(out), "--force"]) == 0
     assert out.read_text().startswith("# robot_ident parameters for robot")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["arm.yaml"]       # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arm.yaml", "arm.yaml.bak"]   # no temporary file left
+    assert (tmp_path / "arm.yaml.bak").read_text() == "mine\n"                # the replaced file kept
 
 
 @pytest.mark.parametrize("urdf,fragment", [

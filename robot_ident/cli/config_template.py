@@ -189,6 +189,10 @@ def write_init_file(urdf, output, replace: bool = False):
         os.chmod(tmp, default_file_mode())
         check_config(tmp, urdf)
         if replace:
+            from ..io.staging import keep_previous
+            kept = keep_previous(output)            # nothing is lost: the replaced file stays as <name>.bak
+            if kept is not None:
+                print(f"kept the previous {output} as {kept}")
             os.replace(tmp, output)
         else:
             try:

@@ -159,6 +159,13 @@ def dump_trajectory_yaml(tf: TrajectoryFile) -> str:
     return yaml.safe_dump(tf.to_dict(), sort_keys=False, default_flow_style=None, width=100)
 
 
+def is_trajectory_file(path) -> bool:
+    """A trajectory file `save_trajectory` wrote (its format)."""
+    with open(os.fspath(path), encoding="utf-8") as fh:
+        d = yaml.safe_load(fh)
+    return isinstance(d, dict) and d.get("format") == FORMAT
+
+
 def save_trajectory(path, tf: TrajectoryFile) -> None:
     atomic_write_text(path, dump_trajectory_yaml(tf))
 

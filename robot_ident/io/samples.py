@@ -130,6 +130,12 @@ def read_samples(folder, file_name: str = FILE_NAME) -> Samples | None:
 VALIDATION_FILE = "validation_samples.npz"
 
 
+def is_samples_file(path) -> bool:
+    """A samples file `write_samples` wrote (its format)."""
+    with np.load(path, allow_pickle=False) as z:
+        return "format" in z.files and str(z["format"]) == FORMAT
+
+
 def _limits_units(model):
     lim = model.limits
     units = ["N" if model.is_prismatic(j) else "N·m" for j in model.joint_names]

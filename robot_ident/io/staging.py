@@ -54,12 +54,15 @@ def _nearest_existing(p: Path) -> Path:
     return q
 
 
+LATER = {"validation.yaml", "validation_samples.npz", "report.html"}   # validate / report write into a result
+
+
 def folder_kind(path: Path) -> str | None:
     """The kind of a folder robot_ident wrote ('result', 'bag', ...) or None."""
     m = path / MARKER
     if m.is_file():
         try:
-            return m.read_text(encoding="utf-8").strip() or None
+            return (m.read_text(encoding="utf-8").splitlines() or [""])[0].strip() or None
         except OSError:
             return None
     if (path / "result.yaml").is_file():          # result folders written before the marker existed
@@ -67,6 +70,26 @@ def folder_kind(path: Path) -> str | None:
     if (path / "payload.yaml").is_file():         # payload folders written before the marker existed
         return "payload"
     return None
+
+
+def _write_marker(folder: Path, kind: str) -> None:
+    """The marker: the folder's kind, then every file robot_ident wrote in it."""
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MARKER)
+    (folder / MARKER).write_text("\n".join([kind] + files) + "\n", encoding="utf-8")
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """Files in a folder robot_ident wrote that it did not write (a user's notes): none when
+    its marker lists no files (folders written before the list existed)."""
+    try:
+        listed = (folder / MARKER).read_text(encoding="utf-8").splitlines()[1:]
+    except OSError:
+        return []
+    if not listed:
+        return []
+    known = set(listed) | LATER | {MARKER}
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and str(p.relative_to(folder)) not in known)
 
 
 def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path:
@@ -81,6 +104,39 @@ def check_writable_path(target: str | os.PathLike, what: str = "output") -> Path
     if not os.access(base, os.W_OK | os.X_OK):
         raise OutputError(f"{what} {target}: no permission to write in {base}")
     return target
+
+
+def check_output_file(target: str | os.PathLike, ours, what: str) -> Path:
+    """Check an output file before any work: a folder there, a path that cannot be created, or
+    an existing file robot_ident did not write as `what` (`ours(path)` false or failing) is an
+    `OutputError`: robot_ident replaces only files it wrote. Returns it as a Path."""
+    target = Path(target)
+    if target.is_dir():
+        raise OutputError(f"output {target} is a folder; give a file name")
+    if target.exists() or target.is_symlink():
+        try:
+            mine = bool(ours(target))
+        except Exception:          # unreadable, another format: not ours
+            mine = False
+        if not mine:
+            raise OutputError(f"output {target} exists and is not a robot_ident {what} (robot_ident replaces only "
+                              "a file it wrote); choose another file")
+    return check_writable_path(target)
+
+
+def keep_previous(target: Path) -> Path | None:
+    """Hard-link an existing `target` to the first free ``<name>.bak``, ``<name>.bak2``, ... so
+    that replacing it loses nothing; the backup's path (None: nothing there)."""
+    if not target.exists():
+        return None
+    for k in range(1, 1000):
+        bak = target.with_name(f"{target.name}.bak{k if k > 1 else ''}")
+        try:
+            os.link(target, bak)
+            return bak
+        except FileExistsError:
+            continue
+    raise OutputError(f"output {target}: no free name for a backup of it")
 
 
 _HELD: dict[str, int] = {}       # real path of a target -> the lock file descriptor this process holds
@@ -135,6 +191,10 @@ def check_output_folder(target: str | os.PathLike, kind: str, replace: bool = Tr
         if any(target.iterdir()) and folder_kind(target) != kind:
             raise OutputError(f"output folder {target} exists and is not a robot_ident {kind} folder (robot_ident "
                               "replaces only a folder it wrote); choose another folder")
+        if theirs := foreign_files(target):
+            raise OutputError(f"output folder {target} holds file(s) robot_ident did not write ("
+                              + ", ".join(theirs[:3]) + (", ..." if len(theirs) > 3 else "")
+                              + "): replacing it would lose them; move them or choose another folder")
         if not os.access(target.parent, os.W_OK | os.X_OK):
             raise OutputError(f"output {target}: no permission to replace it in {target.parent}")
     check_writable_path(target)
@@ -241,8 +301,9 @@ class StagedFolder:
     def commit(self) -> Path:
         t = self.target
         if self.create is False and self.path.is_dir():
-            (self.path / MARKER).write_text(self.kind + "\n", encoding="utf-8")
             os.chmod(self.path, default_dir_mode())
+        if self.path.is_dir():
+            _write_marker(self.path, self.kind)
         if t.exists() or t.is_symlink():
             check_output_folder(t, self.kind, self.replace)   # unchanged since the start?
             self.replaced = True

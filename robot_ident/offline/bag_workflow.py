@@ -143,14 +143,14 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     DIR/validation.yaml), checked before any work. Reads `bag` (a rosbag2 folder or a table)
     through the one pipeline (estimation/flow.py), in bounded memory, with the recording
     checks (spikes only warn); their ``warning:`` lines go to `warn` and validation.yaml."""
-    from ..io.staging import OutputError, check_writable_path
+    from ..io.samples import VALIDATION_FILE, is_samples_file
+    from ..io.staging import check_output_file
 
     progress = progress or Progress(quiet=True)
     rdir = Path(result_dir)
-    out = Path(output) if output is not None else rdir / "validation.yaml"
-    if out.is_dir():
-        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/validation.yaml)")
-    check_writable_path(out)
+    out = check_output_file(Path(output) if output is not None else rdir / "validation.yaml", is_validation_file,
+                            "validation file")
+    check_output_file(out.parent / VALIDATION_FILE, is_samples_file, "samples file")     # written beside it
     r = load_result_model(rdir, urdf, config_path)
     d, base, values, cfg, model, raw, icfg = r.doc, r.base, r.values, r.cfg, r.model, r.raw_rms, r.icfg
     vsettings = icfg.settings
@@ -176,7 +176,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
                                                 progress, judge=lambda slopes: _other_robot(slopes, rdir))
     # the samples for the report go next to the validation file (the result folder by default)
     write_validation_samples(out.parent, model, *kept, max_samples=kept[0].n_samples)
-    doc = {"bag": str(bag), "result": str(rdir), "samples": int(n),
+    doc = {"format": VALIDATION_FORMAT, "bag": str(bag), "result": str(rdir), "samples": int(n),
            "dead_band": {"velocity": thr, "reversal_guard_s": guard},
            "note": "rms_over_noise_std divides by the identification's in-sample RMS against the raw effort",
            "warnings": in_sample + [f.line() for f in findings] + not_validated_lines(report),
@@ -184,6 +184,15 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     for line in doc["warnings"]:
         warn(line)
     return ValidateOutcome(report, sigma, atomic_write_text(out, yaml.safe_dump(doc, sort_keys=False)))
+
+
+VALIDATION_FORMAT = "robot_ident/validation"
+
+
+def is_validation_file(path: Path) -> bool:
+    """validation.yaml of `validate_bag` (its format; before it had one, its keys)."""
+    d = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return isinstance(d, dict) and (d.get("format") == VALIDATION_FORMAT or {"bag", "result", "joints"} <= set(d))
 
 
 def _structure_of_result(d: dict, rdir) -> list[str]:

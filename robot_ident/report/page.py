@@ -343,15 +343,19 @@ def render(datas: list[ReportData]) -> str:
             f"{title}</title><style>{STYLE}</style></head><body>{''.join(parts)}{CHECK_SCRIPT}</body></html>\n")
 
 
+def is_report_file(path: Path) -> bool:
+    """A page `render` wrote (its title)."""
+    with open(path, "rb") as fh:
+        return b"<title>robot_ident report:" in fh.read(512)
+
+
 def write_report(folder, compare=None, trajectory=None, output=None) -> Path:
     """Write the report of a result (or validation-only) folder, optionally side by side
     with another folder; returns the path (default folder/report.html)."""
-    from ..io.staging import OutputError, check_writable_path
+    from ..io.staging import check_output_file
     from ..util.atomic import atomic_write_text
-    out = Path(output) if output is not None else Path(folder) / "report.html"
-    if out.is_dir():       # checked before any work
-        raise OutputError(f"output {out} is a folder; give a file name (e.g. {out}/report.html)")
-    check_writable_path(out)
+    out = check_output_file(Path(output) if output is not None else Path(folder) / "report.html",
+                            is_report_file, "report")     # checked before any work
     datas = [build(load_inputs(folder, trajectory))]
     if compare is not None:
         datas.append(build(load_inputs(compare)))

@@ -47,8 +47,10 @@ def run(args) -> int:
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
     from ...excitation.designer import design_excitation
-    from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from ...excitation.trajectory_file import TrajectoryFile, is_trajectory_file, save_trajectory
+    from ...io.staging import check_output_file
 
+    check_output_file(args.output, is_trajectory_file, "trajectory file")      # before a minute of design
     cfg = load_excitation_config(args.config, args.node)
     joints = args.joints
     if joints is not None and len(joints) == 1 and "," in joints[0]:

@@ -19,7 +19,7 @@ def add_parser(sub):
     p.add_argument("--urdf", required=True, help="robot URDF (or xacro)")
     p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="FILE",
                    help=f"parameter file to write (default: {DEFAULT_OUTPUT})")
-    p.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    p.add_argument("--force", action="store_true", help="replace FILE if it exists (kept as FILE.bak)")
     p.set_defaults(func=run)
 
 
