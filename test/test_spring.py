@@ -122,6 +122,17 @@ def test_palletiser_spring_identified_from_a_simulated_bag(tmp_path):
     quality = {k: yaml.safe_load((tmp_path / k / "result.yaml").read_text())["model_quality"]
                for k in ("with_spring", "without_spring")}
     assert quality["with_spring"]["good"] and "misses_structure" not in quality["with_spring"]
+    # and identify's gain check allows for the spring the CAD lacks (it said shoulder 0.414 x the CAD's)
+    import contextlib
+    import io
+
+    from robot_ident.cli import main as cli_main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli_main(["identify", "--bag", str(tmp_path / "ident_bag"), "--urdf", str(URDF), "--config",
+                         str(ROOT / "config" / "palletiser.yaml"), "--output", str(tmp_path / "again"), "--quiet",
+                         "--no-plots"]) == 0
+    assert "x the CAD model's" not in err.getvalue(), err.getvalue()
     assert not quality["without_spring"]["good"]
     assert quality["without_spring"]["misses_structure"]     # the joints whose fit the missing spring distorts
     assert o.design.peak_after < o.design.peak_before

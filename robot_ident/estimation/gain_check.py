@@ -12,17 +12,18 @@ the previous R stacked on the new rows, numpy's LAPACK QR), on which
 
 With a tool (`with_tool`, CAD prediction only): one problem over every joint's rows,
 
-    effort_j = a_j prediction_j + [1, qd_j, tanh(qd_j / scale), qdd_j] c_j + Y_last,j pi
+    effort_j = a_j prediction_j + [1, qd_j, tanh(qd_j / scale), qdd_j] c_j + Y_last,j pi + Y_other,j o
 
 where `pi` are the 10 inertial parameters of a tool or payload on the last body that
-the URDF lacks, shared by every joint as a real tool is. Efforts above the CAD model's
+the URDF lacks, shared by every joint as a real tool is, and `o` the model's parameters
+beyond the rigid bodies (armature, friction and offsets, which a coupled group's motors
+spread over its joints; springs): the CAD predicts none of them. Per joint (`slopes`)
+these other columns are projected out too. Efforts above the CAD model's
 that such a tool explains are a payload, not a wrong gain (the demo's simulated arm
 carries 0.8 kg the URDF lacks; so do most real arms with a gripper). Each joint's
-slope and partial correlation come from that problem's R factor with the joint's
-prediction column and the efforts moved last and re-triangularised: the bottom 2 x 2
-block [[r_pp, r_py], [0, r_yy]] gives slope r_py / r_pp and partial correlation
-sign(r_pp) r_py / hypot(r_py, r_yy); a joint whose prediction the other columns explain
-(the last joint moves only the last body) has none.
+slope and partial correlation come from that problem's R factor: its prediction column and
+the efforts with every other column projected out (least squares); a joint whose prediction
+the other columns explain (the last joint moves only the last body) has none.
 
 What a CAD error can do to the prediction (`uncertain`, CAD prediction only): a joint
 whose bodies carry their centres of mass near its axis (a wrist roll) gets from the CAD
@@ -59,19 +60,19 @@ def gain_columns(model, data, pred=None) -> np.ndarray | None:
     return np.stack([np.ones_like(qd), qd, np.tanh(qd / scale), data.qdd, pred, data.effort], axis=2)
 
 
-def _projector(A: np.ndarray, n_rows: int | None):
-    """y -> y with the first four columns of `A` projected out (least squares)."""
-    F = A[:, :4]
+def _projector(A: np.ndarray, n_rows: int | None, n_own: int = 4):
+    """y -> y with the first `n_own` columns of `A` projected out (least squares)."""
+    F = A[:, :n_own]
     rcond = np.finfo(float).eps * max(A.shape[0] if n_rows is None else n_rows, 4)
     return lambda y: y - F @ np.linalg.lstsq(F, y, rcond=rcond)[0]
 
 
-def projected_slope(A: np.ndarray, n_rows: int | None = None) -> tuple[float, float]:
+def projected_slope(A: np.ndarray, n_rows: int | None = None, n_own: int = 4) -> tuple[float, float]:
     """(slope, partial correlation) of the last column of `A` regressed on the one before it
-    with the first four projected out (least squares). `A` may be the samples' rows or any
+    with the first `n_own` projected out (least squares). `A` may be the samples' rows or any
     matrix with the same Gram matrix (an R factor of them, `n_rows` then the number of
     samples: it sets the rank cut-off as `numpy.linalg.lstsq` sets it on the rows)."""
-    proj = _projector(A, n_rows)
+    proj = _projector(A, n_rows, n_own)
     p, y = proj(A[:, -2]), proj(A[:, -1])
     pp, yy = float(p @ p), float(y @ y)
     if pp <= 0 or yy <= 0:
@@ -99,14 +100,19 @@ class GainCheck:
         self.tool_cols = None               # the last body's columns in the standard regressor
         if predict is None and hasattr(model, "rnea") and getattr(layout, "body_joints", ()):
             self.tool_cols = layout.inertial_slice(layout.body_joints[-1])
-        self.width = 5 * n + 11
+        n_other = (layout.size - layout.n_inertial) if self.tool_cols is not None else 0
+        self.width = 5 * n + 11 + n_other      # own x4, predictions, tool x10, the model's other columns, effort
         self.R_tool = np.zeros((0, self.width)) if self.tool_cols is not None else None
         self.com_cols = None                # per body: its first moments' columns and CAD mass
+        self.n_own = 4                      # the joint's own columns, projected out of the prediction
         if self.tool_cols is not None:
             nominal = np.asarray(model.nominal, float)
             self.com_cols = [(layout.inertial_slice(b).start, nominal[layout.inertial_slice(b).start])
                              for b in layout.body_joints]
-            self.R = [np.zeros((0, 6 + 3 * len(self.com_cols))) for _ in self.joints]
+            # + every non-rigid-body column of the model (armature, friction and offset of a coupled
+            # group's motors, springs): the CAD predicts none of them, the identification fits them
+            self.n_own = 4 + layout.size - layout.n_inertial
+            self.R = [np.zeros((0, self.n_own + 3 * len(self.com_cols) + 2)) for _ in self.joints]
 
     def add(self, data) -> None:
         if self.R is None or data.n_samples == 0:
@@ -135,9 +141,10 @@ class GainCheck:
             self.R = None
             return
         own = cols
-        if self.com_cols is not None:                      # the COM-shift columns before the prediction
+        if self.com_cols is not None:     # the model's other columns, then the COM-shift ones, before the prediction
             shift = np.concatenate([Y[:, :, c + 1:c + 4] * (m * COM_UNCERTAINTY) for c, m in self.com_cols], axis=2)
-            own = np.concatenate([cols[:, :, :4], shift, cols[:, :, 4:]], axis=2)
+            own = np.concatenate([cols[:, :, :4], Y[:, :, self.model.layout.n_inertial:], shift, cols[:, :, 4:]],
+                                 axis=2)
         for k in range(n):
             self.R[k] = np.linalg.qr(np.vstack([self.R[k], own[:, k, :]]), mode="r")
         if Y is not None:
@@ -146,6 +153,7 @@ class GainCheck:
                 A[:, k, 4 * k:4 * k + 4] = cols[:, k, :4]
                 A[:, k, 4 * n + k] = cols[:, k, 4]
             A[:, :, 5 * n:5 * n + 10] = Y[:, :, self.tool_cols]
+            A[:, :, 5 * n + 10:-1] = Y[:, :, self.model.layout.n_inertial:]
             A[:, :, -1] = cols[:, :, 5]
             self.R_tool = np.linalg.qr(np.vstack([self.R_tool, A.reshape(-1, self.width)]), mode="r")
 
@@ -154,7 +162,7 @@ class GainCheck:
         cannot predict efforts)."""
         if self.R is None or self.n_rows == 0:
             return {}
-        return {j: projected_slope(self.R[k], self.n_rows) for k, j in enumerate(self.joints)}
+        return {j: projected_slope(self.R[k], self.n_rows, self.n_own) for k, j in enumerate(self.joints)}
 
     def uncertain(self) -> dict:
         """joint -> ratio of what a COM_UNCERTAINTY error of the CAD's centres of mass can change
@@ -165,9 +173,9 @@ class GainCheck:
         out = {}
         for k, j in enumerate(self.joints):
             A = self.R[k]
-            proj = _projector(A, self.n_rows)
+            proj = _projector(A, self.n_rows, self.n_own)
             p = float(np.linalg.norm(proj(A[:, -2])))
-            bound = sum(float(np.linalg.norm(proj(A[:, c]))) for c in range(4, A.shape[1] - 2))
+            bound = sum(float(np.linalg.norm(proj(A[:, c]))) for c in range(self.n_own, A.shape[1] - 2))
             if p == 0.0 or bound >= p:
                 out[j] = bound / p if p > 0 else float("inf")
         return out
@@ -182,14 +190,16 @@ class GainCheck:
         out = {}
         for k, j in enumerate(self.joints):
             p = 4 * n + k
-            order = [c for c in range(self.width - 1) if c != p] + [p, self.width - 1]
-            Rp = np.linalg.qr(R[:, order], mode="r")
-            r_pp, r_py, r_yy = Rp[-2, -2], Rp[-2, -1], Rp[-1, -1]
-            norm_p = float(np.linalg.norm(R[:, p]))
-            if norm_p == 0 or not abs(r_pp) > SEPARABLE * norm_p:
+            # least squares on the R factor (the model's other columns repeat an uncoupled joint's own:
+            # rank-deficient, so not the bottom 2 x 2 block of a re-triangularisation)
+            cols = [c for c in range(self.width - 1) if c != p] + [p, self.width - 1]
+            proj = _projector(R[:, cols], self.n_rows, self.width - 2)
+            pr, yr = proj(R[:, p]), proj(R[:, -1])
+            norm_p, pp = float(np.linalg.norm(R[:, p])), float(pr @ pr)
+            if norm_p == 0 or not np.sqrt(pp) > SEPARABLE * norm_p:
                 out[j] = (float("nan"), 0.0)
                 continue
-            out[j] = (float(r_py / r_pp), float(np.sign(r_pp) * r_py / np.hypot(r_py, r_yy)))
+            out[j] = (float(pr @ yr) / pp, float(pr @ yr) / float(np.sqrt(pp * (yr @ yr))))
         x = np.linalg.lstsq(R[:, :-1], R[:, -1], rcond=None)[0]
         return out, x[5 * n:5 * n + 10]
 
