@@ -282,6 +282,13 @@ def test_cli_simulate_identify_validate_with_a_coupled_wrist(tmp_path, demo_urdf
     cli("validate", "--bag", tmp_path / "b2", "--result", tmp_path / "res", "--quiet")
     val = yaml.safe_load((tmp_path / "res" / "validation.yaml").read_text())
     np.testing.assert_allclose([val["joints"][j]["rms"] for j in cad.joint_names], rms, rtol=1e-6)
+    # a plain arm's bag given with the coupled one under the plain config: one model cannot fit both
+    cli("simulate", "--urdf", demo_urdf, "--config", ROOT / "config" / "demo_arm.yaml", "--trajectory",
+        tmp_path / "valid.yaml", "--output", tmp_path / "plain", "--quiet")
+    cli("identify", "--bag", tmp_path / "plain", "--bag", tmp_path / "b1", "--urdf", demo_urdf, "--config",
+        ROOT / "config" / "demo_arm.yaml", "--output", tmp_path / "mixed", "--quiet", "--no-plots", "--method", "wls")
+    q = yaml.safe_load((tmp_path / "mixed" / "result.yaml").read_text())["model_quality"]
+    assert not q["good"] and any(f["probe"] == "inputs" for f in q["misses_structure"]), q
     cli("report", "--result", tmp_path / "res")             # it once failed on the motors' names (KeyError 'm4')
     page = (tmp_path / "res" / "report.html").read_text()
     assert "<td>m4</td>" in page and "kg·m²" in page

@@ -190,6 +190,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
         points = PLOT_POINTS if plots else 16
         with progress.stage("identify"):
             result, plot_data = estimate(model, base, settings, ident_runs, points, progress)
+        if len(processed.inputs) > 1 and result.quality is not None:
+            _inputs_disagree(result, model, processed, store, thr, guard)
         for line in quality_warnings(result.quality) if result.quality is not None else []:
             warn(line)
             warnings.append(line)
@@ -314,6 +316,22 @@ def _segment_times(processed: Processed) -> list[np.ndarray]:
     """Per stored segment, its samples' seconds from the start of its input."""
     return [processed.store.times(a, b) + seg.offset_s
             for seg, (a, b) in zip(processed.segments, processed.segment_rows())]
+
+
+def _inputs_disagree(result, model, processed, store, thr: float, guard: float) -> None:
+    """Several identification inputs: the fitted model's residual per input and joint; joints
+    where they disagree (`structure_check.judge_inputs`) make the model not good."""
+    from .structure_check import judge_inputs
+    spans: dict[int, list] = {}
+    for seg, (a, b) in zip(processed.segments, processed.segment_rows()):
+        spans.setdefault(seg.input, []).append((store, a, b))
+    reports = [validate_runs(result, model, runs, thr, guard, plot_points=2) for runs in spans.values()]
+    found = judge_inputs(model.joint_names, [processed.inputs[k].label for k in spans],
+                         [r.rms for r in reports], [r.relative_rms for r in reports])
+    if found:
+        q = result.quality
+        q["misses_structure"] = list(q.get("misses_structure") or []) + found
+        q["good"] = False
 
 
 def _other_recordings(model, result, vprocessed) -> list[str]:

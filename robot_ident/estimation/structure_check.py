@@ -145,6 +145,33 @@ def judge_structure(diagnostics: list[dict]) -> list[dict]:
     return out
 
 
+INPUTS_RATIO = 3.0       # one input's residual this many times another's on a joint ...
+INPUTS_SHARE = 0.2       # ... and at least this share of its effort RMS: the inputs disagree
+
+
+def judge_inputs(joints, labels, rms, relative) -> list[dict]:
+    """Joints on which the identification inputs disagree: the fitted model's residual RMS
+    (`rms`, (inputs, n), N*m or N) in one input INPUTS_RATIO times another's and INPUTS_SHARE of
+    its effort RMS (`relative`) -- one model cannot fit both (a plain and a coupled arm's bags,
+    another robot, payload or transmission). Absolute residuals: the same sensors give the same
+    noise in a slow and a fast input, where relative ones differ with the motion."""
+    out = []
+    rms, relative = np.asarray(rms, float), np.asarray(relative, float)
+    for j, name in enumerate(joints):
+        col = rms[:, j]
+        if not np.isfinite(col).all() or len(col) < 2:
+            continue
+        hi, lo = int(np.argmax(col)), int(np.argmin(col))
+        if col[hi] >= INPUTS_RATIO * col[lo] and relative[hi, j] >= INPUTS_SHARE:
+            out.append({"joint": name, "probe": "inputs", "share": float(col[hi] / max(col[lo], 1e-300)),
+                        "relative_rms": float(relative[hi, j]),
+                        "cause": f"the identification inputs disagree: its residual is {col[hi] / col[lo]:.3g} x as "
+                                 f"large in {labels[hi]} ({100 * relative[hi, j]:.3g} % of its effort RMS) as in "
+                                 f"{labels[lo]} -- another robot, transmission, payload or config in one of them: "
+                                 "one model cannot fit both"})
+    return out
+
+
 def structure_warning(found: list[dict]) -> str | None:
     """One ``warning:`` line for `judge_structure`'s joints (None: nothing found): the joints
     with a named probe one by one, those whose own terms disagree with the others' together."""
@@ -154,7 +181,9 @@ def structure_warning(found: list[dict]) -> str | None:
     for f in (f for f in found if f["probe"] == "none"):
         parts.append(f"joint {f['joint']!r}: its residual is {100 * f['relative_rms']:.3g} % of its effort RMS: "
                      f"{f['cause']}")
-    for f in (f for f in found if f["probe"] not in ("own", "none")):
+    for f in (f for f in found if f["probe"] == "inputs"):
+        parts.append(f"joint {f['joint']!r}: {f['cause']}")
+    for f in (f for f in found if f["probe"] not in ("own", "none", "inputs")):
         other = f["probe"].rpartition("effort of ")[2]
         what = ("its own position" if f["probe"] == "position" else
                 f"joint {other!r}'s CAD effort" if f["probe"].startswith("CAD") else f"joint {other!r}'s effort")
