@@ -1,6 +1,6 @@
 """The demo arm in Gazebo Sim under ros2_control, with robot_ident's nodes on sim time.
 
-    ros2 launch robot_ident gazebo.launch.py [gz_flavour:=ign]   # ign on Humble + Fortress
+    ros2 launch robot_ident gazebo.launch.py [gz_flavour:=ign] [headless:=true]   # ign on Humble + Fortress
 
 Gazebo (ros_gz_sim) + robot_state_publisher (xacro, use_gazebo:=true) + spawn +
 /clock bridge + controller_manager spawners for joint_state_broadcaster and an
@@ -12,14 +12,21 @@ them as they are, and Fortress's ign_ros2_control reports no effort state, its
 identification nodes read those (/robot_ident/synthetic_currents), so the real
 current -> effort path runs.
 """
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
-from launch.substitutions import Command, FindExecutable, LaunchConfiguration, PathJoinSubstitution
+from launch.substitutions import (
+    Command,
+    FindExecutable,
+    LaunchConfiguration,
+    PathJoinSubstitution,
+    PythonExpression,
+)
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
+
+from launch import LaunchDescription
 
 SYNTH_TOPIC = "/robot_ident/synthetic_currents"
 
@@ -38,17 +45,20 @@ def generate_launch_description():
         DeclareLaunchArgument("gz_flavour", default_value="gz",
                               description="gz (Jazzy + Harmonic, gz_ros2_control) or ign (Humble + Fortress)"),
         DeclareLaunchArgument("world", default_value="empty.sdf", description="Gazebo world"),
+        DeclareLaunchArgument("headless", default_value="false",
+                              description="true: the Gazebo server only, no GUI (no display, CI, a remote machine)"),
     ]
     description = ParameterValue(Command([
         FindExecutable(name="xacro"), " ", PathJoinSubstitution([share, "urdf", "demo_arm.urdf.xacro"]),
         " use_gazebo:=true", " gz_flavour:=", LaunchConfiguration("gz_flavour"),
         " controllers_file:=", controllers]), value_type=str)
     sim_time = {"use_sim_time": True}
+    server_only = PythonExpression(["'-s ' if '", LaunchConfiguration("headless"), "'.lower() == 'true' else ''"])
 
     gazebo = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare("ros_gz_sim"), "launch",
                                                             "gz_sim.launch.py"])),
-        launch_arguments={"gz_args": ["-r -v 1 ", LaunchConfiguration("world")]}.items())
+        launch_arguments={"gz_args": [server_only, "-r -v 1 ", LaunchConfiguration("world")]}.items())
     rsp = Node(package="robot_state_publisher", executable="robot_state_publisher", output="screen",
                parameters=[{"robot_description": description}, sim_time])
     spawn = Node(package="ros_gz_sim", executable="create", output="screen",
