@@ -100,19 +100,39 @@ class GainCheck:
         self.tool_cols = None               # the last body's columns in the standard regressor
         if predict is None and hasattr(model, "rnea") and getattr(layout, "body_joints", ()):
             self.tool_cols = layout.inertial_slice(layout.body_joints[-1])
-        n_other = (layout.size - layout.n_inertial) if self.tool_cols is not None else 0
-        self.width = 5 * n + 11 + n_other      # own x4, predictions, tool x10, the model's other columns, effort
-        self.R_tool = np.zeros((0, self.width)) if self.tool_cols is not None else None
-        self.com_cols = None                # per body: its first moments' columns and CAD mass
-        self.n_own = 4                      # the joint's own columns, projected out of the prediction
+        self.extra = None                   # per joint: its other and COM-shift columns, and their scales
+        self.n_own = [4] * n                # per joint: its own columns, projected out of the prediction
+        self.tool_other: list = []          # the other columns in the tool problem
         if self.tool_cols is not None:
-            nominal = np.asarray(model.nominal, float)
-            self.com_cols = [(layout.inertial_slice(b).start, nominal[layout.inertial_slice(b).start])
-                             for b in layout.body_joints]
-            # + every non-rigid-body column of the model (armature, friction and offset of a coupled
-            # group's motors, springs): the CAD predicts none of them, the identification fits them
-            self.n_own = 4 + layout.size - layout.n_inertial
-            self.R = [np.zeros((0, self.n_own + 3 * len(self.com_cols) + 2)) for _ in self.joints]
+            self.extra = self._extra_columns(model, layout)
+            self.n_own = [4 + len(other) for other, _, _ in self.extra]
+            self.R = [np.zeros((0, 6 + len(o) + len(c))) for o, c, _ in self.extra]
+            self.tool_other = sorted({c for other, _, _ in self.extra for c in other})
+        self.width = 5 * n + 11 + len(self.tool_other)   # own x4, predictions, tool x10, other columns, effort
+        self.R_tool = np.zeros((0, self.width)) if self.tool_cols is not None else None
+
+    @staticmethod
+    def _extra_columns(model, layout) -> list:
+        """Per joint, the regressor columns that reach its effort (probed at random states):
+        (the model's non-rigid-body columns -- armature, friction and offset of a coupled group's
+        motors, springs: the CAD predicts none of them, the identification fits them --, the
+        first moments of the bodies it carries, their COM_UNCERTAINTY x CAD mass scales)."""
+        rng = np.random.default_rng(0)
+        lo, hi = np.nan_to_num(model.limits.lower, nan=-np.pi), np.nan_to_num(model.limits.upper, nan=np.pi)
+        shape = (3, model.n)
+        q = rng.uniform(np.maximum(lo, -np.pi), np.minimum(hi, np.pi), shape)
+        Y = np.abs(model.regressor(q, rng.normal(size=shape), rng.normal(size=shape))).reshape(3, model.n, -1).max(0)
+        nominal = np.asarray(model.nominal, float)
+        moments = [c + a for c in (layout.inertial_slice(b).start for b in layout.body_joints) for a in (1, 2, 3)]
+        # an uncoupled joint's own armature, Coulomb, viscous and offset columns repeat [qdd, tanh, qd, 1]
+        act = {layout.index(f"{u}.{sym}") for u in layout.actuator_joints for sym in layout.actuator_symbols}
+        repeat = {c for c in act if np.count_nonzero(Y[:, c]) == 1}
+        out = []
+        for k in range(model.n):
+            other = [c for c in range(layout.n_inertial, layout.size) if Y[k, c] > 0 and c not in repeat]
+            com = [c for c in moments if Y[k, c] > 0]
+            out.append((other, com, nominal[[10 * (c // 10) for c in com]] * COM_UNCERTAINTY))   # each body's mass
+        return out
 
     def add(self, data) -> None:
         if self.R is None or data.n_samples == 0:
@@ -140,20 +160,19 @@ class GainCheck:
         if cols is None:                                   # no model to predict the efforts: no gain check
             self.R = None
             return
-        own = cols
-        if self.com_cols is not None:     # the model's other columns, then the COM-shift ones, before the prediction
-            shift = np.concatenate([Y[:, :, c + 1:c + 4] * (m * COM_UNCERTAINTY) for c, m in self.com_cols], axis=2)
-            own = np.concatenate([cols[:, :, :4], Y[:, :, self.model.layout.n_inertial:], shift, cols[:, :, 4:]],
-                                 axis=2)
         for k in range(n):
-            self.R[k] = np.linalg.qr(np.vstack([self.R[k], own[:, k, :]]), mode="r")
+            rows = cols[:, k, :]
+            if self.extra is not None:    # the joint's other columns, then its COM-shift ones, before the prediction
+                other, com, scale = self.extra[k]
+                rows = np.hstack([rows[:, :4], Y[:, k, other], Y[:, k, com] * scale, rows[:, 4:]])
+            self.R[k] = np.linalg.qr(np.vstack([self.R[k], rows]), mode="r")
         if Y is not None:
             A = np.zeros((data.n_samples, n, self.width))
             for k in range(n):
                 A[:, k, 4 * k:4 * k + 4] = cols[:, k, :4]
                 A[:, k, 4 * n + k] = cols[:, k, 4]
             A[:, :, 5 * n:5 * n + 10] = Y[:, :, self.tool_cols]
-            A[:, :, 5 * n + 10:-1] = Y[:, :, self.model.layout.n_inertial:]
+            A[:, :, 5 * n + 10:-1] = Y[:, :, self.tool_other]
             A[:, :, -1] = cols[:, :, 5]
             self.R_tool = np.linalg.qr(np.vstack([self.R_tool, A.reshape(-1, self.width)]), mode="r")
 
@@ -162,20 +181,20 @@ class GainCheck:
         cannot predict efforts)."""
         if self.R is None or self.n_rows == 0:
             return {}
-        return {j: projected_slope(self.R[k], self.n_rows, self.n_own) for k, j in enumerate(self.joints)}
+        return {j: projected_slope(self.R[k], self.n_rows, self.n_own[k]) for k, j in enumerate(self.joints)}
 
     def uncertain(self) -> dict:
         """joint -> ratio of what a COM_UNCERTAINTY error of the CAD's centres of mass can change
         in its prediction (beyond its own inertia and friction) to that prediction, for the joints
         where it is 1 or more: there the CAD does not say the effort's size or sign."""
-        if self.R is None or self.n_rows == 0 or self.com_cols is None:
+        if self.R is None or self.n_rows == 0 or self.extra is None:
             return {}
         out = {}
         for k, j in enumerate(self.joints):
             A = self.R[k]
-            proj = _projector(A, self.n_rows, self.n_own)
+            proj = _projector(A, self.n_rows, self.n_own[k])
             p = float(np.linalg.norm(proj(A[:, -2])))
-            bound = sum(float(np.linalg.norm(proj(A[:, c]))) for c in range(self.n_own, A.shape[1] - 2))
+            bound = sum(float(np.linalg.norm(proj(A[:, c]))) for c in range(self.n_own[k], A.shape[1] - 2))
             if p == 0.0 or bound >= p:
                 out[j] = bound / p if p > 0 else float("inf")
         return out
