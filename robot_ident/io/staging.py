@@ -131,11 +131,15 @@ def keep_previous(target: Path) -> Path | None:
         return None
     for k in range(1, 1000):
         bak = target.with_name(f"{target.name}.bak{k if k > 1 else ''}")
+        if bak.exists() or bak.is_symlink():
+            continue
         try:
             os.link(target, bak)
-            return bak
         except FileExistsError:
             continue
+        except OSError:                  # no hard links on this file system: a copy
+            shutil.copy2(target, bak)
+        return bak
     raise OutputError(f"output {target}: no free name for a backup of it")
 
 
