@@ -130,7 +130,7 @@ SETTING_PARAMETERS = {
     "result_timeout": ("action interface: abort when no result this long after the expected end [s]", 0.1, 60.0),
     "stop_time": ("an abort's hold trajectory comes to rest in this time, or longer where the acceleration "
                   "limits need it [s]", 0.02, 5.0),
-    "stop_latency_jitter": ("an abort's hold keeps its deceleration within 1.3x the acceleration limits for a "
+    "stop_latency_jitter": ("an abort's hold keeps its deceleration within 1.2x the acceleration limits for a "
                             "controller that takes it up to this much later than the slowest latency measured "
                             "(it comes to rest later the larger this is) [s]", 0.001, 1.0),
     "require_controller_state": ("topic interface: refuse to start when the controller publishes no "

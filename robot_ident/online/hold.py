@@ -13,7 +13,7 @@ A point planned for one latency brakes harder when the controller takes it later
 the real controller under load, 2.4x the acceleration limit for a take 63 ms late. So `plan`
 chooses the earliest T, and its gamma, whose cubic brakes within HOLD_PEAK times each joint's
 acceleration limit for every latency in [lo, hi] (the range measured, with a margin): an
-abort may brake up to 30 % harder than the excitation's limit, and no harder however the
+abort may brake up to 20 % harder than the excitation's limit, and no harder however the
 latency falls in that range. Past ``hi`` the peak grows gradually; nothing jumps.
 
 Written by hand: a two-number minimax over a closed-form cubic; no library states it.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-HOLD_PEAK = 1.3       # x the limit: the planned deceleration, for any latency in the range
+HOLD_PEAK = 1.2       # x the limit: the planned deceleration, for any latency in the range
 _GRID = 41            # latencies checked across [lo, hi]
 
 
