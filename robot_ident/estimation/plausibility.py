@@ -332,14 +332,13 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
     out = []
     unsure = uncertain or {}
 
-    def add(severity: str, subj: str, text: str) -> None:
-        j = subj[len("joint '"):-1]
+    def add(severity: str, j: str, text: str) -> None:
         if severity != "note" and j in unsure:
             severity, text = "note", (f"{text.split(':')[0]}; but a {1000 * COM_UNCERTAINTY:g} mm error of the "
                                       "CAD's centres of mass changes what it predicts on this joint (beyond its own "
                                       f"inertia and friction) by up to {unsure[j]:.2g} x: its gain and direction "
                                       "are not judged")
-        out.append(Finding(severity, subj, text))
+        out.append(Finding(severity, f"joint {j!r}", text))
 
     t_slopes, pi, body = tool if tool is not None else ({}, None, "")
     has_tool = pi is not None and pi[0] > 0
@@ -347,19 +346,18 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
     for j, (a, r) in slopes.items():
         if j in skip or not np.isfinite(a) or abs(r) < MIN_PARTIAL_CORRELATION:
             continue
-        subj = f"joint {j!r}"
         if a < -GAIN_ERROR[1]:
             # A flip with a CAD of the right size gives about -1; far beyond -3 the CAD predicts
             # almost nothing here beyond the joint's own inertia and friction (`uncertain` says why).
-            add("note", subj, f"the measured effort runs against the CAD model's at {-a:.3g} x its size: the CAD "
-                              "predicts almost nothing on this joint beyond its own inertia and friction (a centre "
-                              "of mass near its axis?), so its direction is not judged")
+            add("note", j, f"the measured effort runs against the CAD model's at {-a:.3g} x its size: the CAD "
+                           "predicts almost nothing on this joint beyond its own inertia and friction (a centre "
+                           "of mass near its axis?), so its direction is not judged")
         elif a < 0:
-            add("error", subj, f"the measured effort runs against the CAD model's (slope {a:.3g}): a flipped "
-                               "direction (sign of the torque constant, gear ratio or joint axis)")
+            add("error", j, f"the measured effort runs against the CAD model's (slope {a:.3g}): a flipped "
+                            "direction (sign of the torque constant, gear ratio or joint axis)")
         elif a < GAIN_ERROR[0]:
-            add("error", subj, f"the measured effort is only {a:.3g} x the CAD model's: the torque constant or gear "
-                               "ratio is too small by about that factor")
+            add("error", j, f"the measured effort is only {a:.3g} x the CAD model's: the torque constant or gear "
+                            "ratio is too small by about that factor")
         elif a > GAIN_WARN[1]:
             # Larger than predicted can also be a payload or tool missing from the URDF, so this
             # side is only a warning (or a note when a tool on the last body explains it); a gain
@@ -368,11 +366,11 @@ def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = Non
             if has_tool and (not np.isfinite(b) or abs(rb) < MIN_PARTIAL_CORRELATION or b <= GAIN_WARN[1]):
                 explained.append(j)
                 continue
-            add("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
-                                 "too large, or a payload / tool missing from the URDF?)")
+            add("warning", j, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
+                              "too large, or a payload / tool missing from the URDF?)")
         elif a < GAIN_WARN[0]:
-            add("warning", subj, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
-                                 "too small, or CAD masses too large?)")
+            add("warning", j, f"the measured effort is {a:.3g} x the CAD model's (torque constant or gear ratio "
+                              "too small, or CAD masses too large?)")
     if explained:
         com = np.asarray(pi[1:4]) / pi[0]
         out.append(Finding("note", "joint " + ", ".join(map(repr, explained)),
