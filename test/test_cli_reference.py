@@ -84,3 +84,36 @@ def test_the_help_quotes_the_defaults_the_code_uses():
                    f"else {defaults.CRITERION})", f"else {defaults.FAMILY})", f"else {defaults.MAX_TIME_S:g})",
                    f"else {defaults.SEED})", f"(default: {defaults.STORAGE})", f"(default: {defaults.REPETITIONS})"):
         assert phrase in " ".join(ref.split()), phrase
+
+
+def test_monitor_demo_bag_and_payload_defaults_are_the_ones_the_code_uses():
+    """Issue 32: `monitor --help` said gain 150 while the observer used 200. Every default the
+    help quotes comes from robot_ident/defaults.py, and the code's own defaults are the same."""
+    import inspect
+
+    from robot_ident import defaults
+    from robot_ident.cli.commands.demo import DEFAULTS as DEMO
+    from robot_ident.data.bag import write_recording_bag
+    from robot_ident.demos.serial_arm import DemoSetup, run_demo
+    from robot_ident.estimation.payload import PayloadConfig, PayloadModel
+    from robot_ident.monitor.observer import ObserverSettings
+    from robot_ident.offline.bag_workflow import simulate_to_bag
+    from robot_ident.offline.closed_chain_workflow import simulate_closed_chain_bag
+    ref = " ".join(cli_reference().split())
+    s = ObserverSettings()
+    assert (s.gain, s.threshold, s.calibration_s) == (
+        defaults.MONITOR_GAIN, defaults.MONITOR_THRESHOLD, defaults.MONITOR_CALIBRATION_S)
+    for phrase in (f"exp(-K t) (default {s.gain:g})", f"band (default {s.threshold:g})",
+                   f"(default {s.calibration_s:g})", f"(default: {defaults.BAG_VERSION};",
+                   f"payload.frame of the config, else {defaults.PAYLOAD_FRAME})",
+                   f"result folder (default: {defaults.DEMO_OUTPUT};", f"effort RMS (default: {defaults.DEMO_NOISE})",
+                   f"identification (default: {defaults.DEMO_PERIODS})", f"random seed (default: {defaults.DEMO_SEED})"):
+        assert phrase in ref, phrase
+    d = DemoSetup()
+    assert (d.effort_noise, d.identification_periods, d.seed) == (DEMO["noise"], DEMO["periods"], defaults.DEMO_SEED)
+    assert inspect.signature(run_demo).parameters["output"].default == DEMO["output"]
+    assert PayloadConfig().frame == inspect.signature(PayloadModel).parameters["frame"].default == defaults.PAYLOAD_FRAME
+    for fn, name in ((write_recording_bag, "version"), (simulate_to_bag, "bag_version"),
+                     (simulate_closed_chain_bag, "bag_version")):
+        assert inspect.signature(fn).parameters[name].default == defaults.BAG_VERSION, fn.__name__
+    assert inspect.signature(simulate_closed_chain_bag).parameters["storage"].default == defaults.STORAGE

@@ -119,7 +119,7 @@ def write_recording_bag(path, recording: Recording, actuators: ActuatorSet, *, s
                         joint_states_topic: str = "/joint_states", current_topic: str | None = None,
                         current_interface: str = "current", joint_states_rate_hz: float = 500.0,
                         current_rate_hz: float | None = None, current_noise_std=0.0, seed: int = 0,
-                        version: int = 8,
+                        version: int = defaults.BAG_VERSION,
                         start_ns: int = DEFAULT_START_NS, latency_ns: int = 200_000,
                         extra_joints: Sequence[str] = ()) -> BagWriteInfo:
     """Write `recording` as a rosbag2 folder the way a ros2_control arm publishes it.

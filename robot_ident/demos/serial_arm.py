@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from .. import defaults
 from ..data.signals import ProcessedData, process
 from ..errors import ModelError
 from ..estimation import IdentificationResult
@@ -42,14 +43,14 @@ from ..util.resources import share_file
 class DemoSetup:
     """Everything the demo varies; defaults are the figures quoted in docs/benchmarks.md."""
 
-    effort_noise: float = 0.01          # fraction of each joint's effort RMS
-    identification_periods: int = 2     # of the 10 s Fourier period
+    effort_noise: float = defaults.DEMO_NOISE   # fraction of each joint's effort RMS
+    identification_periods: int = defaults.DEMO_PERIODS   # of the 10 s Fourier period
     validation_periods: int = 1
     harmonics: int = 5
     base_frequency: float = 0.2 * np.pi
     acceleration_limits: tuple = (6.0, 6.0, 8.0, 10.0, 10.0, 10.0)
     limit_margin: float = 0.1
-    seed: int = 7
+    seed: int = defaults.DEMO_SEED
     settings: IdentificationSettings = field(default_factory=IdentificationSettings)
     # The simulated arm's joints (in the demo arm's joint order).
     armature: tuple = (0.40, 0.40, 0.25, 0.04, 0.04, 0.03)
@@ -166,7 +167,7 @@ def simulate_experiment(setup: DemoSetup, progress: Progress) -> Experiment:
                       runs[0].effort_noise_std, runs[1].effort_noise_std)
 
 
-def run_demo(output: str | Path | None = "robot_ident_demo", setup: DemoSetup | None = None,
+def run_demo(output: str | Path | None = defaults.DEMO_OUTPUT, setup: DemoSetup | None = None,
              progress: Progress | None = None, plots: bool = True) -> DemoOutcome:
     setup = setup or DemoSetup()
     progress = progress or Progress(quiet=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
+from .. import defaults
 from ..errors import ModelError, SignalError
 from ..model.robot import INERTIAL_SYMBOLS, RobotModel
 
@@ -57,7 +58,7 @@ def frame_transform_matrix(placement: pin.SE3) -> np.ndarray:
 class PayloadModel:
     """Where the payload sits on the arm, and its regressor columns."""
 
-    def __init__(self, model: RobotModel, frame: str = "tool0"):
+    def __init__(self, model: RobotModel, frame: str = defaults.PAYLOAD_FRAME):
         pm = model.model
         if not pm.existFrame(frame, pin.FrameType.BODY):
             links = sorted({f.name for f in pm.frames if f.type == pin.FrameType.BODY})
@@ -302,7 +303,7 @@ class PayloadConfig:
           known_arm: result_dir             # default arm model for the node (result folder)
     """
 
-    frame: str = "tool0"
+    frame: str = defaults.PAYLOAD_FRAME
     joints: tuple | None = None
     pose: dict = field(default_factory=dict)
     name: str = "payload"

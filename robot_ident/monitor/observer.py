@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import defaults
 from ..errors import ConfigError
 from ..model.momentum import MomentumModel
 
-DEFAULT_GAIN = 200.0          # 1/s: a 3x-band step crosses 2.5x after 16 ms (bench/monitor.py)
-DEFAULT_THRESHOLD = 2.5       # multiples of the band
+DEFAULT_GAIN = defaults.MONITOR_GAIN            # 1/s
+DEFAULT_THRESHOLD = defaults.MONITOR_THRESHOLD  # multiples of the band
 DEFAULT_RELEASE = 0.5         # an event ends below half the threshold
 DEFAULT_MAX_GAP_S = 0.1
-DEFAULT_CALIBRATION_S = 5.0   # s of data at the start that learn the observer's own noise
+DEFAULT_CALIBRATION_S = defaults.MONITOR_CALIBRATION_S
 NOISE_FACTOR = 4.0            # the band is at least this times the observer's RMS in calibration
 # (its RMS varies with the pose, M(q) times the velocity noise: 1.2-1.9x the calibration's in
 # other seconds of the demo arm; 2.5 gave 6 false alarms an hour on clean simulated data)

@@ -60,8 +60,8 @@ class ExcitationNode(Node):
                                    "excitation.acceleration_limits, ...)", read_only=True)
         self.trajectory_file = declare(self, "trajectory_file", "", "excitation trajectory YAML "
                                        "(robot-ident design); empty: design one from the config", read_only=True)
-        design_time = declare(self, "design_time", 30.0, "optimiser wall-time budget when designing [s]",
-                              read_only=True, low=1.0, high=3600.0)
+        design_time = declare(self, "design_time", 0.0, "optimiser wall-time budget when designing [s]; 0: the "
+                              "config's excitation.max_time", read_only=True, low=0.0, high=3600.0) or None
         controller = declare(self, "controller", "joint_trajectory_controller",
                              "name of the joint trajectory controller", read_only=True)
         interface = declare(self, "interface", "action", "'action' (FollowJointTrajectory) or 'topic' "
@@ -116,7 +116,7 @@ class ExcitationNode(Node):
         # On the steady clock: with use_sim_time a timer on the node's clock stops with /clock.
         self.create_timer(0.05, self._on_timer, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
-    def _load(self, design_time: float) -> None:
+    def _load(self, design_time: float | None) -> None:
         try:
             plan = prepare_excitation(self._urdf, self.config_file, self.trajectory_file or None,
                                       design_time=design_time,

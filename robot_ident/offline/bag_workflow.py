@@ -36,7 +36,7 @@ class SimulateOutcome:
 
 def simulate_to_bag(urdf, config_path, trajectory_path, output, storage: str = defaults.STORAGE,
                     repetitions: int = defaults.REPETITIONS, progress: Progress | None = None,
-                    package_dirs=(), bag_version: int = 8, external=None) -> SimulateOutcome:
+                    package_dirs=(), bag_version: int = defaults.BAG_VERSION, external=None) -> SimulateOutcome:
     """`external`: a `sim.mujoco_arm.ExternalForce` pushing on a link (a contact, for the monitor);
     its joint torques' peaks go into the truth file."""
     from ..io.staging import check_output_folder, release_output

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from .. import defaults
 from ..errors import ConfigError
 from ..util.atomic import atomic_write_text
 from ..util.progress import Progress
@@ -39,10 +40,10 @@ def closed_chain_truth(model, sim_cfg) -> np.ndarray:
     return theta
 
 
-def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: str = "sqlite3",
+def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: str = defaults.STORAGE,
                               truth: np.ndarray | None = None, noise=None, progress: Progress | None = None,
                               position_noise: float | None = None,
-                              joint_states_rate_hz: float = 500.0, bag_version: int = 8) -> ClosedChainSimOutcome:
+                              joint_states_rate_hz: float = 500.0, bag_version: int = defaults.BAG_VERSION) -> ClosedChainSimOutcome:
     """Simulate `trajectory` (any object with joint_names, duration, sample(t)) on the closed
     chain of the config and write the bag. `truth` (standard parameters in the model's
     layout) defaults to the CAD plus the `simulation:` section's drive parameters."""

@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import defaults
 from ..data.bag import DYNAMIC_JOINT_STATE, INTERFACE_VALUE, JOINT_STATE, BagError, make_typestore
 from ..data.cdr import header_stamp_ns
 from ..data.msgs import stamp_fields, stamp_ns
@@ -51,7 +52,7 @@ class BagRecorder:
         self._DJS, self._IV = T[DYNAMIC_JOINT_STATE], T[INTERFACE_VALUE]
         kw = {"storage_plugin": StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3}
         if "version" in inspect.signature(Writer).parameters:
-            kw["version"] = 8       # rosbag2 metadata 8: Humble plays it (see data/bag.py)
+            kw["version"] = defaults.BAG_VERSION      # Humble plays it (see data/bag.py)
         self._writer = Writer(self.path, **kw)
         self._writer.open()
         self._js = self._writer.add_connection(joint_states_topic, JOINT_STATE, typestore=self.ts)

@@ -11,7 +11,8 @@ UNUSED = {"demo_arm": ("velocity_noise",),
           "space": ("output", "noise", "method", "periods", "no_plots"),
           "hybrid5": ("velocity_noise", "no_plots"),
           "palletiser": ("noise", "method", "velocity_noise")}
-DEFAULTS = {"output": "robot_ident_demo", "noise": 0.01, "method": defaults.METHOD, "periods": 2, "no_plots": False,
+DEFAULTS = {"output": defaults.DEMO_OUTPUT, "noise": defaults.DEMO_NOISE, "method": defaults.METHOD,
+            "periods": defaults.DEMO_PERIODS, "no_plots": False,
             "velocity_noise": 0.001}
 
 
@@ -27,7 +28,7 @@ def add_parser(sub):
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: %(default)s)")
     p.add_argument("--periods", type=int, default=DEFAULTS["periods"],
                    help="10 s excitation periods used for identification (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=defaults.DEMO_SEED, help="random seed (default: %(default)s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--robot", choices=("demo_arm", "space", "hybrid5", "palletiser"), default="demo_arm",

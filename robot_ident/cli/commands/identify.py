@@ -48,7 +48,7 @@ def add_parser(sub):
     p.add_argument("--result", help="with --payload: the arm's result folder (else the URDF's CAD values)")
     p.add_argument("--frame",
                    help="with --payload: link the payload is fixed to (default: payload.frame of the config, else "
-                        "tool0)")
+                        f"{defaults.PAYLOAD_FRAME})")
     p.add_argument("--refit-friction", action="store_true",
                    help="with --payload --result: re-estimate the moving joints' friction and armature too")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

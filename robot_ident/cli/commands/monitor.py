@@ -1,6 +1,7 @@
 """`robot-ident monitor`: an identified model over a recording -- external torques, contacts, model health."""
 from __future__ import annotations
 
+from ... import defaults
 from ...util.progress import Progress
 
 
@@ -18,12 +19,12 @@ def add_parser(sub):
     p.add_argument("--urdf", default=None, help="URDF (default: RESULT/model.urdf)")
     p.add_argument("--config", default=None, help="parameter YAML (default: RESULT/config.yaml)")
     p.add_argument("--gain", type=float, default=None,
-                   help="observer gain K [1/s]: a step is seen at 1 - exp(-K t) (default 150)")
+                   help=f"observer gain K [1/s]: a step is seen at 1 - exp(-K t) (default {defaults.MONITOR_GAIN:g})")
     p.add_argument("--threshold", type=float, default=None,
-                   help="contact threshold in multiples of each joint's band (default 2.5)")
+                   help=f"contact threshold in multiples of each joint's band (default {defaults.MONITOR_THRESHOLD:g})")
     p.add_argument("--calibration", type=float, default=None, metavar="SECONDS",
                    help="seconds at the start that learn the observer's own noise; keep them free of contact "
-                        "(default 5)")
+                        f"(default {defaults.MONITOR_CALIBRATION_S:g})")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 

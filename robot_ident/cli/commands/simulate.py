@@ -18,9 +18,9 @@ def add_parser(sub):
                    help="rosbag2 storage (default: %(default)s)")
     p.add_argument("--repetitions", type=int, default=defaults.REPETITIONS,
                    help="times the trajectory is run (default: %(default)s)")
-    p.add_argument("--bag-version", type=int, choices=(8, 9), default=8,
-                   help="rosbag2 metadata version (default 8: plays on Humble and later; 9: Jazzy's newer "
-                        "rosbag2 only)")
+    p.add_argument("--bag-version", type=int, choices=(8, 9), default=defaults.BAG_VERSION,
+                   help="rosbag2 metadata version (default: %(default)s; 8 plays on Humble and later, 9 on "
+                        "Jazzy's newer rosbag2 only)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
                    help="folder holding the packages of package:// collision meshes; repeatable")
