@@ -107,12 +107,14 @@ def test_monitor_demo_bag_and_payload_defaults_are_the_ones_the_code_uses():
                    f"(default {s.calibration_s:g})", f"(default: {defaults.BAG_VERSION};",
                    f"payload.frame of the config, else {defaults.PAYLOAD_FRAME})",
                    f"result folder (default: {defaults.DEMO_OUTPUT};", f"effort RMS (default: {defaults.DEMO_NOISE})",
-                   f"identification (default: {defaults.DEMO_PERIODS})", f"random seed (default: {defaults.DEMO_SEED})"):
+                   f"identification (default: {defaults.DEMO_PERIODS})",
+                   f"random seed (default: {defaults.DEMO_SEED})"):
         assert phrase in ref, phrase
     d = DemoSetup()
     assert (d.effort_noise, d.identification_periods, d.seed) == (DEMO["noise"], DEMO["periods"], defaults.DEMO_SEED)
     assert inspect.signature(run_demo).parameters["output"].default == DEMO["output"]
-    assert PayloadConfig().frame == inspect.signature(PayloadModel).parameters["frame"].default == defaults.PAYLOAD_FRAME
+    frame = inspect.signature(PayloadModel).parameters["frame"].default
+    assert PayloadConfig().frame == frame == defaults.PAYLOAD_FRAME
     for fn, name in ((write_recording_bag, "version"), (simulate_to_bag, "bag_version"),
                      (simulate_closed_chain_bag, "bag_version")):
         assert inspect.signature(fn).parameters[name].default == defaults.BAG_VERSION, fn.__name__

@@ -43,7 +43,8 @@ def closed_chain_truth(model, sim_cfg) -> np.ndarray:
 def simulate_closed_chain_bag(urdf, config_path, trajectory, output, storage: str = defaults.STORAGE,
                               truth: np.ndarray | None = None, noise=None, progress: Progress | None = None,
                               position_noise: float | None = None,
-                              joint_states_rate_hz: float = 500.0, bag_version: int = defaults.BAG_VERSION) -> ClosedChainSimOutcome:
+                              joint_states_rate_hz: float = 500.0,
+                              bag_version: int = defaults.BAG_VERSION) -> ClosedChainSimOutcome:
     """Simulate `trajectory` (any object with joint_names, duration, sample(t)) on the closed
     chain of the config and write the bag. `truth` (standard parameters in the model's
     layout) defaults to the CAD plus the `simulation:` section's drive parameters."""
