@@ -88,6 +88,22 @@ def test_least_determined_parameters_and_body_answers(demo):
     assert set(d["standard_parameters"]["bodies"]) == set(outcome.model.layout.body_joints)   # bounds listed
 
 
+
+def test_the_weakest_direction_is_named_in_words_on_a_good_model(demo):
+    """Issue 32: the first screen names the combination of base parameters the motion
+    determines least, and whether it matters for the efforts, even when the model is good
+    (it used to be named only for a bad model, and the page listed negligible products of
+    inertia by relative std instead)."""
+    out, outcome = demo
+    from robot_ident.report.build import key_answers
+    d = yaml.safe_load((out / "result.yaml").read_text())
+    weak = d["model_quality"]["weakest_direction"]
+    assert d["model_quality"]["good"] and weak["parameters"]
+    assert set(weak["parameters"]) <= set(outcome.result.names)
+    line = next(a for a in key_answers(build(load_inputs(out))) if a.startswith("Weakest direction"))
+    assert all(p in line for p in weak["parameters"])
+    assert ("too little to matter" in line) == (weak["effort_change_per_std_percent"] < 1.0)
+
 def test_validation_only_folder(demo, tmp_path):
     out, _ = demo
     vdir = tmp_path / "validation_only"

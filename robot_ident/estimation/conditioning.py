@@ -53,7 +53,8 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
         if impact is not None:
             d["effort_change_per_std_percent"] = float(100 * impact[k])
         return d
-    weakest = _weakest_direction(result, column_rms, effort_rms) if reasons else None
+    # named for every model, good or not: the report's first screen says where it is weakest
+    weakest = _weakest_direction(result, column_rms, effort_rms)
     structure = list(result.extra.get("structure_findings") or ())    # structure_check.judge_structure
     out = {"good": not reasons and not structure, "reasons": reasons, "condition_number": cond,
            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
