@@ -166,13 +166,31 @@ def test_a_misspelt_section_is_an_error_naming_the_likely_key(tmp_path):
 
 
 def test_the_node_parameter_list_names_every_parameter_the_nodes_declare():
-    """io/config.NODE_PARAMETERS (for the typo check) against the nodes' declare(...) calls,
-    read from their source (ROS is not needed)."""
+    """io/config.NODE_PARAMETERS (for the typo check) and the generated reference
+    (cli/node_parameters.py) against the nodes' declare(...) calls, read from their source
+    with a regular expression (ROS is not needed): none missed, none stale."""
     import re
+
+    from robot_ident.cli.node_parameters import node_parameters
     from robot_ident.io.config import NODE_PARAMETERS
-    declared = set()
+    from robot_ident.monitor.observer import ObserverSettings
+    from robot_ident.online.excitation_actions import GOAL_PARAMETERS, SETTING_PARAMETERS, ExcitationSettings
+    declared, calls = set(), 0
     for f in (ROOT / "robot_ident" / "nodes").glob("*.py"):
-        declared |= set(re.findall(r'declare\(\s*(?:self|node),\s*"([a-z_]+)"', f.read_text()))
-    from robot_ident.online.excitation_actions import GOAL_PARAMETERS, SETTING_PARAMETERS
+        found = re.findall(r'declare\(\s*(?:self|node),\s*"([a-z_]+)"', f.read_text())
+        declared |= set(found)
+        calls += len(found) * (f.name.endswith("_node.py"))
     declared |= set(GOAL_PARAMETERS) | set(SETTING_PARAMETERS)      # declared in a loop by excitation_node
-    assert declared and declared <= set(NODE_PARAMETERS), sorted(declared - set(NODE_PARAMETERS))
+    assert declared | {"use_sim_time"} == set(NODE_PARAMETERS), sorted(declared ^ set(NODE_PARAMETERS))
+    ref = node_parameters()
+    assert {p.name for p in ref} == declared
+    tables = set(GOAL_PARAMETERS) | set(SETTING_PARAMETERS)
+    assert len([p for p in ref if not (p.node == "excitation_node" and p.name in tables)
+                and p.name not in ("robot_description", "urdf_file")]) == calls
+    by = {(p.node, p.name): p for p in ref}
+    s = ObserverSettings()
+    assert (by["monitor_node", "gain"].default, by["monitor_node", "threshold"].default) == (s.gain, s.threshold)
+    assert by["excitation_node", "stop_time"].default == ExcitationSettings.stop_time
+    assert (by["excitation_node", "stop_time"].low, by["excitation_node", "stop_time"].high) == SETTING_PARAMETERS[
+        "stop_time"][1:]
+    assert by["sim_arm_node", "control_rate"].default == 1000.0 and by["sim_arm_node", "urdf_file"].default == ""

@@ -32,6 +32,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Header, String
 
+from .. import defaults
 from ..data.msgs import joint_state_message, stamp_fields
 from ..io.config import load_config
 from ..io.result_model import load_result_model
@@ -51,14 +52,14 @@ class MonitorNode(Node):
                               "result's config.yaml", read_only=True)
         current_topic = declare(self, "current_topic", "", "override the config's current_topic; empty: the "
                                 "config's", read_only=True)
-        s = ObserverSettings()
         settings = ObserverSettings(
-            gain=declare(self, "gain", s.gain, "observer gain K [1/s]", read_only=True, low=1.0, high=5000.0),
-            threshold=declare(self, "threshold", s.threshold, "contact threshold in multiples of each joint's band",
-                              read_only=True, low=0.5, high=100.0),
-            calibration_s=declare(self, "calibration_s", s.calibration_s, "seconds at the start that learn the "
-                                  "observer's noise (keep the arm free of contact)", read_only=True, low=0.1,
-                                  high=600.0))
+            gain=declare(self, "gain", defaults.MONITOR_GAIN, "observer gain K [1/s]", read_only=True, low=1.0,
+                         high=5000.0),
+            threshold=declare(self, "threshold", defaults.MONITOR_THRESHOLD, "contact threshold in multiples of "
+                              "each joint's band", read_only=True, low=0.5, high=100.0),
+            calibration_s=declare(self, "calibration_s", defaults.MONITOR_CALIBRATION_S, "seconds at the start "
+                                  "that learn the observer's noise (keep the arm free of contact)", read_only=True,
+                                  low=0.1, high=600.0))
         period = declare(self, "update_period", 0.01, "seconds between runs of the monitor over the samples "
                          "received", read_only=True, low=0.001, high=1.0)
         diag_topic = declare(self, "diagnostics_topic", "/diagnostics", "DiagnosticArray output", read_only=True)
