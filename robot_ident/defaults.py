@@ -5,7 +5,7 @@ before any engine.
 """
 # identification: (estimation/pipeline.py)
 METHOD = "physical"
-HOLDOUT = 0.2                 # fraction of the recording's end kept for validation
+HOLDOUT = 0.2                 # the last fraction of all samples kept for validation
 
 # excitation: (excitation/config.py)
 OPTIMIZER = "slsqp"

@@ -147,7 +147,8 @@ TRANSMISSION = Section("transmissions.<group>", "Coupled motors: qd_motor = M qd
 _ESTIMATORS = "ols, wls, robust, rls, physical, sobol-ga, sobol-ls"
 IDENTIFICATION = Section("identification", "The identification's settings.", "estimation/pipeline.py", (
     Key("method", "str", "", defaults.METHOD, f"the estimator: {_ESTIMATORS}"),
-    Key("holdout", "float", "", defaults.HOLDOUT, "fraction of each recording's end kept for validation, in [0, 0.9)"),
+    Key("holdout", "float", "", defaults.HOLDOUT,
+        "the last fraction of all samples (in input order) kept for validation, in [0, 0.9)"),
     _sub("filter", "identification.filter", "low-pass, differentiation and decimation"),
     _sub("dead_band", "identification.dead_band", "the samples friction is not fitted on"),
     _sub("model", "identification.model", "which friction and armature parameters are identified"),

@@ -29,8 +29,8 @@ def add_parser(sub):
                    help="estimator: ols, wls, robust, rls, physical, sobol-ga or sobol-ls (default: "
                         f"identification.method of the config, else {defaults.METHOD})")
     p.add_argument("--holdout", type=float, default=None,
-                   help="fraction of the recording's end kept for validation (default: identification.holdout "
-                        f"of the config, else {defaults.HOLDOUT:g}; 0 with --validate-bag)")
+                   help="the last fraction of all samples (in input order) kept for validation (default: "
+                        f"identification.holdout of the config, else {defaults.HOLDOUT:g}; 0 with --validate-bag)")
     p.add_argument("--holdout-window", default=None, metavar="T0:T1",
                    help="hold out the samples T0..T1 s from the start of each recording")
     p.add_argument("--holdout-every", type=int, default=None, metavar="K",
