@@ -47,9 +47,19 @@ def expand_xacro(path: Path) -> str:
 
 # An rpy angle this close to a multiple of pi/2 (but not on it) is a vendor's rounding:
 # "1.5708" is 3.7e-6 rad off pi/2, enough to keep two base parameters that no motion
-# separates (the xArm7: 70 instead of 69, cond 1.2e7). Rounded to 4 decimals the error is
-# below 5e-5; a deliberate angle this close to pi/2 would be 0.003 degrees from it.
+# separates (the xArm7: 70 instead of 69, cond 1.2e7). The tolerance follows the precision
+# the number is written with: one unit of its last decimal (rounded or truncated), at least
+# SNAP_TOLERANCE, for 3 decimals or more ("1.571" and "1.570" are pi/2 to the precision
+# written). With 2 decimals or fewer ("1.57") the angle is taken as written: it may be meant.
 SNAP_TOLERANCE = 1e-4
+MIN_DECIMALS = 3
+
+
+def _snap_tolerance(text: str) -> float:
+    """How far from a multiple of pi/2 the angle written as `text` may be and still be it."""
+    mantissa = text.lower().split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa and "e" not in text.lower() else 0
+    return max(SNAP_TOLERANCE, 10.0 ** -decimals) if decimals >= MIN_DECIMALS else SNAP_TOLERANCE
 _RPY = re.compile(r'(\brpy\s*=\s*")([^"]*)(")')
 
 
@@ -64,8 +74,8 @@ def snapped_angles(xml: str) -> str | None:
 
 
 def snap_rounded_angles(xml: str) -> str:
-    """The URDF text with every rpy angle within SNAP_TOLERANCE of a multiple of pi/2 set to
-    it exactly; a comment at the top lists what was changed (unchanged text without any)."""
+    """The URDF text with every rpy angle that is a multiple of pi/2 to the precision it is
+    written with (`_snap_tolerance`) set to it exactly; a comment at the top lists what was changed (unchanged text without any)."""
     changed = []
 
     def fix(m):
@@ -78,7 +88,7 @@ def snap_rounded_angles(xml: str) -> str:
         for v, x in zip(vals, nums):
             k = round(x / (math.pi / 2))
             exact = k * math.pi / 2
-            if x != exact and abs(x - exact) < SNAP_TOLERANCE:
+            if x != exact and abs(x - exact) < _snap_tolerance(v):
                 changed.append(v)
                 out.append(repr(exact))
             else:
