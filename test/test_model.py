@@ -288,6 +288,7 @@ def test_rounded_and_exact_copies_of_a_urdf_give_the_same_base_parameters(packag
     import re
 
     from conftest import example_robot_urdf
+
     from robot_ident.model.base import BaseParameters
     text = example_robot_urdf(package, name).read_text()
 

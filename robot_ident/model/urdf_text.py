@@ -75,7 +75,8 @@ def snapped_angles(xml: str) -> str | None:
 
 def snap_rounded_angles(xml: str) -> str:
     """The URDF text with every rpy angle that is a multiple of pi/2 to the precision it is
-    written with (`_snap_tolerance`) set to it exactly; a comment at the top lists what was changed (unchanged text without any)."""
+    written with (`_snap_tolerance`) set to it exactly; a comment at the top lists what was
+    changed (unchanged text without any)."""
     changed = []
 
     def fix(m):
