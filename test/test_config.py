@@ -165,6 +165,22 @@ def test_a_misspelt_section_is_an_error_naming_the_likely_key(tmp_path):
     load_config(other)
 
 
+def test_design_refuses_a_misspelt_excitation_section(tmp_path):
+    """Issue 29: `design` reads only the excitation section, and a config whose section was
+    spelt `excitaton:` was designed with every excitation default (start pose, limits) while
+    the user's settings were silently ignored."""
+    from robot_ident.excitation.config import load_excitation_config
+    text = (ROOT / "config" / "demo_arm.yaml").read_text()
+    assert "    excitation:" in text
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(text.replace("    excitation:", "    excitaton:"))
+    with pytest.raises(ConfigError, match=r"excitaton: unknown key; did you mean 'excitation'\?"):
+        load_excitation_config(bad)
+    other = tmp_path / "other.yaml"
+    other.write_text(text.replace("    excitation:", "    my_vendor_gain: 3\n    excitation:"))
+    assert load_excitation_config(other).joints
+
+
 def test_the_node_parameter_list_names_every_parameter_the_nodes_declare():
     """io/config.NODE_PARAMETERS (for the typo check) and the generated reference
     (cli/node_parameters.py) against the nodes' declare(...) calls, read from their source

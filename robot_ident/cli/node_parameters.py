@@ -7,7 +7,7 @@ literal or a name of `robot_ident.defaults` (``defaults.MONITOR_GAIN``); anythin
 error here, so that a parameter the reference cannot show fails its test rather than
 going undocumented. The excitation node declares its run settings from the tables of
 `online/excitation_actions.py` (SETTING_PARAMETERS with ExcitationSettings' defaults,
-GOAL_PARAMETERS), which are read from there. `declare_robot_description(self)` adds
+GOAL_PARAMETERS), which are read from that file's source the same way. `declare_robot_description(self)` adds
 `robot_description` and `urdf_file`.
 """
 from __future__ import annotations
@@ -57,11 +57,19 @@ def _declared(tree: ast.AST, node: str, path: Path) -> list[NodeParameter]:
 
 
 def _tables(node: str) -> list[NodeParameter]:
-    from ..online.excitation_actions import GOAL_PARAMETERS, SETTING_PARAMETERS, ExcitationSettings
-    out = [NodeParameter(node, name, getattr(ExcitationSettings, name), doc, low, high, True)
-           for name, (doc, low, high) in SETTING_PARAMETERS.items()]
-    return out + [NodeParameter(node, name, default, doc, low, high, True)
-                  for name, (default, doc, low, high) in GOAL_PARAMETERS.items()]
+    """The excitation node's settings, from the source of online/excitation_actions.py (read,
+    not imported: the command line does not import the online layer)."""
+    path = NODES.parent / "online" / "excitation_actions.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tables = {t.id: ast.literal_eval(a.value) for a in tree.body if isinstance(a, ast.Assign)
+              for t in a.targets if isinstance(t, ast.Name) and t.id in TABLES}
+    settings = next(c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "ExcitationSettings")
+    default = {f.target.id: ast.literal_eval(f.value) for f in settings.body
+               if isinstance(f, ast.AnnAssign) and isinstance(f.target, ast.Name) and f.value is not None}
+    out = [NodeParameter(node, name, default[name], doc, low, high, True)
+           for name, (doc, low, high) in tables["SETTING_PARAMETERS"].items()]
+    return out + [NodeParameter(node, name, value, doc, low, high, True)
+                  for name, (value, doc, low, high) in tables["GOAL_PARAMETERS"].items()]
 
 
 def node_parameters() -> list[NodeParameter]:

@@ -138,7 +138,7 @@ def _merge(base: Mapping, over: Mapping) -> dict:
 def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: str | None = None) -> ExcitationConfig:
     """Read the excitation keys of the ``node`` section (or the only section), merged over
     the ``/**`` section; nested or dotted keys (as ROS 2 flattens them) both work."""
-    from ..io.config import unflatten
+    from ..io.config import check_top_level_keys, unflatten
 
     if not isinstance(doc, Mapping) or not doc:
         raise ConfigError("config: expected a ROS 2 parameter file (<node_name>: {ros__parameters: {...}})")
@@ -157,6 +157,8 @@ def parse_excitation_config(doc: Mapping, node: str = "robot_ident", base_dir: s
             raise ConfigError(f"config: no section for node {node!r}; sections: {', '.join(doc)}")
     params = _merge(wild, sections.get(node, {}))
     where0 = f"{node}.ros__parameters"
+    # a misspelt section ("excitaton:") would leave every excitation key at its default, silently
+    check_top_level_keys(params, lambda k, msg: ConfigError(f"{k}: {msg}"), lambda *parts: ".".join((where0, *parts)))
     joints = params.get("joints")
     if joints is not None:
         if not (isinstance(joints, list) and joints and all(isinstance(j, str) for j in joints)):
