@@ -5,11 +5,9 @@ finger, the two-link ASR arm): the CAD is the vendor's URDF; the simulated truth
 CAD with every body perturbed by up to 15 % (mass x U(0.85, 1.15), rotational inertia
 about the centre of mass x an independent U(0.85, 1.15): physically consistent; centre
 of mass moved by up to 15 % of its distance from the joint frame per axis, at most 5 mm),
-the friction of the `simulation:` section's default (the URDF's `<dynamics>`, else none) and
-an armature of 1e-3 kg*m^2 per N*m of the joint's URDF effort limit (a geared drive's rotor;
-clipped to 0.005-0.5 kg*m^2). Without it (--armature-per-effort 0, the section's default:
-none) the xArm7's and Z1's light wrists, which carry 1-2 N*m of URDF Coulomb friction on
-1e-4 kg*m^2, do not follow: the simulated PD's gains come from the joint's inertia.
+the friction and armature of the `simulation:` section's defaults (the URDF's `<dynamics>`, else
+none; a rotor of 1e-3 kg*m^2 per N*m of the joint's URDF effort limit within 0.005-0.5, as
+`simulate` gives any arm: robot_ident/sim/config.py) and the time step it derives.
 Grippers are locked (their joints are not in `joints:`), the Panda's mimic finger included.
 The config is built in code: the arm joints, current_source effort, acceleration limits of
 3 x each joint's URDF velocity limit (at most 30 rad/s^2), the meshes of example-robot-data
@@ -73,8 +71,6 @@ CAD_ERROR = 0.15            # mass and inertia factors in [1 - e, 1 + e]; COM mo
 COM_SHIFT_MAX = 0.005       # m per axis
 ACCEL_PER_VELOCITY = 3.0    # acceleration limit = 3 x velocity limit (1/s), capped:
 ACCEL_MAX = 30.0
-ARMATURE_PER_EFFORT = 1e-3  # kg*m^2 per N*m of the URDF effort limit (a geared drive's rotor), clipped to:
-ARMATURE_RANGE = (0.005, 0.5)
 
 
 def share_dir() -> Path:
@@ -99,12 +95,9 @@ def perturbed(cad, rng) -> np.ndarray:
     return theta
 
 
-def config(model, share: Path, srdf: Path | None, armature_per_effort: float, floor: float | None = 0.0) -> dict:
+def config(model, share: Path, srdf: Path | None, floor: float | None = 0.0) -> dict:
     acc = {j: float(min(ACCEL_PER_VELOCITY * v, ACCEL_MAX)) for j, v in zip(model.joint_names, model.limits.velocity)}
     sim = {"effort_noise": 0.0, "position_noise": 0.0, "velocity_noise": 0.0}
-    if armature_per_effort > 0:
-        sim["joints"] = {j: {"armature": float(np.clip(armature_per_effort * e, *ARMATURE_RANGE))}
-                         for j, e in zip(model.joint_names, model.limits.effort)}
     collision = {"package_dirs": [str(share)], "margin": 0.03, "floor": floor}
     if srdf is not None:
         collision["srdf"] = str(srdf)
@@ -155,7 +148,7 @@ def run_arm(name: str, work: Path, share: Path, args) -> dict:
     cad0 = RobotModel(urdf, joints)
     cfg_path = d / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(config(cad0, share, None if srdf is None else robots / srdf,
-                                              args.armature_per_effort, None if name in NO_FLOOR else 0.0)))
+                                              None if name in NO_FLOOR else 0.0)))
     truth_xml, report = write_parameters(cad0, perturbed(cad0, np.random.default_rng(args.seed)))
     if report.kept_cad:
         raise RuntimeError(f"truth: bodies kept at CAD values: {report.kept_cad}")
@@ -203,9 +196,6 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0, help="design budget of the identification excitation [s]")
     ap.add_argument("--check-time-limit", type=float, default=20.0, help="design budget of the held-out excitation [s]")
     ap.add_argument("--seed", type=int, default=0, help="seed of the CAD perturbation")
-    ap.add_argument("--armature-per-effort", type=float, default=ARMATURE_PER_EFFORT,
-                    help="true armature per N*m of each joint's URDF effort limit [kg*m^2/(N*m)], clipped to "
-                         f"{ARMATURE_RANGE}; 0: the simulation's default (none) (default: %(default)g)")
     ap.add_argument("--work", type=Path, help="folder for configs, trajectories, bags and results (default: temporary)")
     ap.add_argument("--reuse", action="store_true",
                     help="identify again on the designs and bags already in --work (the identification alone)")

@@ -112,7 +112,7 @@ def test_simulation_payload_spring_and_closure_defaults_are_the_codes():
     model = RobotModel(URDF)
     sim = _defaults("simulation")
     assert set(sim) >= {"payload", "effort_noise"}
-    entry = {"armature": 0.0, "offset": 0.0}
+    entry = {"offset": 0.0}         # armature: unset, derived from the effort limit (sim/config.py)
     assert entry == _defaults("simulation.joints.<joint>")
     a = simulation_config({}, model)
     b = simulation_config({**sim, "joints": {"elbow": entry}}, model)

@@ -29,6 +29,7 @@ from ..mechanisms.closed_chain.spec import Closure
 from ..model.actuation import Actuator
 from ..model.robot import FrictionOptions
 from ..model.spring import SpringSpec
+from ..sim.config import ARMATURE_RANGE, DEFAULT_ARMATURE_PER_EFFORT
 from ..sim.mujoco_arm import SimNoise
 
 
@@ -289,7 +290,10 @@ SIMULATION = Section("simulation", "How the simulated arm differs from the URDF,
 ))
 
 SIM_JOINT = Section("simulation.joints.<joint>", "One joint's (or motor's) truth.", "sim/config.py", (
-    Key("armature", "float", "kg*m^2 or kg", 0.0, "rotor inertia reflected to the joint"),
+    Key("armature", "float", "kg*m^2 or kg", UNSET,
+        "rotor inertia reflected to the joint (unset: a geared drive's rotor, "
+        f"{DEFAULT_ARMATURE_PER_EFFORT:g} per N*m (N) of the URDF effort limit within {ARMATURE_RANGE[0]:g}-"
+        f"{ARMATURE_RANGE[1]:g}, where identification.model.armature is on; else 0)"),
     Key("coulomb", "float", "N*m or N", UNSET, "Coulomb friction (unset: the URDF's `<dynamics friction>`, else 0)"),
     Key("viscous", "float", "N*m*s/rad or N*s/m", UNSET,
         "viscous friction (unset: the URDF's `<dynamics damping>`, else 0)"),

@@ -7,7 +7,8 @@ the URDF and how noisy its sensors are.
       velocity_noise: 1.0e-3    # rad/s or m/s
       current_noise: 0.0        # A, added to the recorded currents
       seed: 0
-      joints:                   # per joint; missing values: URDF <dynamics>, zero armature/offset
+      joints:                   # per joint; missing values: URDF <dynamics>, zero offset, armature from
+                                #   the effort limit (DEFAULT_ARMATURE_PER_EFFORT) where the model has one
         joint1: {armature: 0.4, coulomb: 3.0, viscous: 2.0, offset: 0.1}
       payload: {mass: 0.8, com: [0.0, 0.1, 0.0]}   # added to the last body (the CAD lacks it)
 """
@@ -23,6 +24,15 @@ from ..errors import ConfigError
 from ..model.robot import RobotModel
 from ..util.config_keys import check_keys
 from .mujoco_arm import JointTruth, SimNoise
+
+# A joint's armature when the section does not give one: a geared drive's rotor reflected to
+# the joint, about 1e-3 kg*m^2 per N*m of its URDF effort limit (kg per N on a screw), within
+# ARMATURE_RANGE. URDFs leave the rotors out; without them a light wrist (the xArm7's joint7:
+# 1.3e-4 kg*m^2 of link under 1 N*m of URDF Coulomb friction) cannot follow any trajectory
+# with gains for its own inertia (bench/zoo.py). Only where the model identifies the armature
+# (identification.model.armature): a truth the model cannot hold would be a fault, not a default.
+DEFAULT_ARMATURE_PER_EFFORT = 1e-3
+ARMATURE_RANGE = (0.005, 0.5)
 
 _KEYS = {"effort_noise", "position_noise", "velocity_noise", "current_noise", "seed", "joints", "payload"}
 _JOINT_KEYS = {"armature", "coulomb", "viscous", "offset"}
@@ -58,6 +68,13 @@ def _number(d, key, where, default, nonneg=True):
     return float(v)
 
 
+def default_armature(effort_limit: float) -> float:
+    """The simulated armature of a joint whose section gives none (see DEFAULT_ARMATURE_PER_EFFORT);
+    a joint without an effort limit in the URDF gets the range's low end."""
+    e = float(effort_limit) if np.isfinite(effort_limit) and effort_limit > 0 else 0.0
+    return float(np.clip(DEFAULT_ARMATURE_PER_EFFORT * e, *ARMATURE_RANGE))
+
+
 def simulation_config(section: Mapping | None, model: RobotModel, where: str = "simulation") -> SimulationConfig:
     s = dict(section or {})
     check_keys(s, _KEYS, where)
@@ -77,7 +94,8 @@ def simulation_config(section: Mapping | None, model: RobotModel, where: str = "
         check_keys(entry, _JOINT_KEYS, f"{where}.joints.{j}")
         symbols = model.layout.actuator_symbols
         nominal = {"coulomb": model.nominal[model.layout.index(f"{j}.Fc")] if "Fc" in symbols else 0.0,
-                   "viscous": model.nominal[model.layout.index(f"{j}.Fv")] if "Fv" in symbols else 0.0}
+                   "viscous": model.nominal[model.layout.index(f"{j}.Fv")] if "Fv" in symbols else 0.0,
+                   "armature": default_armature(model.limits.effort[k]) if "Ia" in symbols else 0.0}
         for key in _JOINT_KEYS:
             vals[key][k] = _number(entry, key, f"{where}.joints.{j}", nominal.get(key, 0.0), nonneg=key != "offset")
     payload = s.get("payload") or {}
