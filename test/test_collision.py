@@ -141,8 +141,15 @@ def test_srdf_disable_collisions_removes_exactly_those_pairs(panda_urdf, tmp_pat
 
 def test_package_resolution_and_missing_mesh_names_the_link(ur5_urdf, tmp_path, monkeypatch):
     monkeypatch.delenv("ROS_PACKAGE_PATH", raising=False)
-    with pytest.raises(ModelError, match=r"link 'base_link'.*package://example-robot-data.*--package-dir"):
-        CollisionModel(RobotModel(ur5_urdf))
+    monkeypatch.delenv("AMENT_PREFIX_PATH", raising=False)
+    away = tmp_path / "ur5_robot.urdf"                 # away from its package: nothing above it holds it
+    away.write_text(ur5_urdf.read_text())
+    with pytest.raises(ModelError, match=r"link 'base_link'.*package://example-robot-data.*searched.*"
+                                         r"the URDF's folder and those above it.*ROS_PACKAGE_PATH \(none\)"
+                                         r".*--package-dir"):
+        CollisionModel(RobotModel(away))
+    # in its package, the folders above the URDF hold it (issue 29: one resolution for every command)
+    assert CollisionModel(RobotModel(ur5_urdf)).n_robot_geometries == 7
     # relative mesh paths are relative to the URDF's folder
     xml = ur5_urdf.read_text().replace("package://example-robot-data/robots/ur_description/", "../")
     # the same layout beside the test: <tmp>/urdf/ur5.urdf and <tmp>/meshes -> the package's meshes

@@ -35,10 +35,8 @@ kilograms where the CAD says 2.7, a 10 g link with its centre of mass 2.3 m away
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -156,35 +154,28 @@ def check_bodies(bounds: PhysicalBounds, body_joints) -> None:
 
 
 # ---------------------------------------------------------------------- regions
-def _package_dirs(label: str, configured=()) -> list[str]:
-    """Where package:// meshes are looked for: the config's package_dirs first, then up to six
-    folders above the URDF, ROS_PACKAGE_PATH and the ament prefixes' share folders."""
-    dirs = [str(d) for d in configured]
-    if os.path.isfile(label):
-        p = Path(label).resolve().parent
-        for _ in range(6):
-            dirs.append(str(p))
-            p = p.parent
-    for var in ("AMENT_PREFIX_PATH", "ROS_PACKAGE_PATH"):
-        for d in os.environ.get(var, "").split(os.pathsep):
-            if d:
-                dirs.append(str(Path(d) / "share") if var == "AMENT_PREFIX_PATH" else d)
-    return dirs
-
-
 def geometry_boxes(model) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, str]], str | None]:
     """{body joint: (lo, hi, source)} bounding boxes of each body's collision (else visual)
-    geometry in its joint frame, read by Pinocchio; and a note when geometry could not be read."""
+    geometry in its joint frame, read by Pinocchio; and a note when geometry could not be read
+    (the first mesh not found and the places searched). Meshes are found through the one
+    package-path resolution (util/package_paths.py) with `model.mesh_dirs` (--package-dir and
+    the config's excitation.collision.package_dirs) first."""
     import pinocchio as pin
+
+    from ..util.package_paths import resolve_meshes, urdf_folder
     out: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
     note = None
     names = list(model.layout.body_joints)
-    dirs = _package_dirs(model.urdf_label, getattr(model, "mesh_dirs", ()))
+    dirs, folder = tuple(getattr(model, "mesh_dirs", ())), urdf_folder(model.urdf_label)
     for kind, label in ((pin.GeometryType.COLLISION, "collision"), (pin.GeometryType.VISUAL, "visual")):
         try:
-            gm = pin.buildGeomFromUrdfString(model.model, model.urdf_xml, kind, package_dirs=dirs)
-        except (ValueError, RuntimeError) as exc:
-            note = f"{label} geometry not read ({str(exc).splitlines()[0]})"
+            xml, missing = resolve_meshes(model.urdf_xml, label, dirs, folder)
+            if missing:
+                note = note or f"{label} geometry not read ({missing[0].describe()})"
+                continue
+            gm = pin.buildGeomFromUrdfString(model.model, xml, kind)
+        except (ValueError, RuntimeError, SyntaxError) as exc:     # ET.ParseError is a SyntaxError
+            note = note or f"{label} geometry not read ({str(exc).splitlines()[0]})"
             continue
         for go in gm.geometryObjects:
             if go.parentJoint == 0:

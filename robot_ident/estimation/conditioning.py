@@ -68,8 +68,8 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
     geo = result.extra.get("com_region_note")
     if geo and "no geometry read" in geo:          # the physical bounds could not read any mesh
         disagreements.append(f"identification.physical: {geo}: the centre-of-mass regions are kinematic spheres "
-                             "instead of the links' geometry; give the meshes' folders in "
-                             "excitation.collision.package_dirs")
+                             "instead of the links' geometry; give the folder holding the meshes' package with "
+                             "--package-dir or excitation.collision.package_dirs")
     if disagreements:          # the physical estimate: bodies the data push against a plausibility bound
         out["data_against_bounds"] = disagreements
     if result.extra.get("data_against_notes"):      # ... and constraints that bite at a small cost

@@ -33,15 +33,3 @@ def share_file(*parts: str) -> Path:
             return p
     raise ModelError(f"data file {'/'.join(parts)} of {PACKAGE} not found; looked in: {', '.join(tried)}")
 
-
-def ament_share_directory(package: str) -> str | None:
-    """The share folder of a ROS 2 package from the ament index; None without ROS 2 or if the
-    package is not installed (used to resolve package:// URIs)."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-    except ImportError:
-        return None
-    try:
-        return get_package_share_directory(package)
-    except Exception:  # noqa: BLE001 - PackageNotFoundError, or a broken environment
-        return None
