@@ -230,3 +230,20 @@ def test_families_that_are_not_trigonometric_polynomials_keep_their_acceleration
         pr = ExcitationProblem(model, base, param, limits, "cond", n_samples=30, n_constraint=60)
         assert not param.acceleration_implied(pr.bounds, float(np.diff(pr.t_con).max())).any(), family
         assert len(pr.linear_constraints(implied=True)[0]) == len(pr.linear_constraints()[0]), family
+
+
+def test_design_progress_says_how_long_is_left_and_never_more_than_the_budget():
+    """Issue 29 item 5: `design` shows progress with an ETA; a phase's share never reads
+    above 100 % (an optimiser's last step may end past the budget: "139 %" was seen)."""
+    from types import SimpleNamespace
+
+    from robot_ident.excitation.search import Tracker
+    lines = []
+    problem = SimpleNamespace(progress=lines.append, progress_at=-1e9, criterion="cond", n_evals=40, elapsed=10.0,
+                              used_fraction=lambda: 0.25)
+    t = Tracker(problem)
+    t.offer(np.log(57.0), np.zeros(2))
+    assert lines[-1] == "best cond 57 so far, 40 evaluations, 25 % of this phase's budget, about 30 s left"
+    problem.used_fraction, problem.progress_at = (lambda: 1.39), -1e9
+    t.offer(np.log(50.0), np.zeros(2))
+    assert lines[-1].endswith("100 % of this phase's budget, finishing its last step")

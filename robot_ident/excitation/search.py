@@ -59,8 +59,11 @@ class Tracker:
         self.problem.progress_at = now
         value = (f"cond {np.exp(min(self.best_f, 700.0)):.4g}" if self.problem.criterion == "cond"
                  else f"logdet {-self.best_f:.4g}")
+        used = self.problem.used_fraction()
+        left = (f"about {self.problem.elapsed * (1.0 - used) / used:.0f} s left" if 0.0 < used < 1.0
+                else "finishing its last step")      # an optimiser's step may end past the budget
         report(f"best {value} so far, {self.problem.n_evals} evaluations, "
-               f"{100 * self.problem.used_fraction():.0f} % of this phase's budget")
+               f"{100 * min(used, 1.0):.0f} % of this phase's budget, {left}")
 
     def result(self, name, info=None) -> OptimizerResult:
         self.problem.release()
