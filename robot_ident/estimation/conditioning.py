@@ -22,17 +22,20 @@ import math
 import numpy as np
 
 from .result import IdentificationResult
+from .weak_directions import from_covariance
 
 COND_THRESHOLD = 1e5
 REL_STD_PERCENT = 100.0
 IMPACT_FRACTION = 0.01
 
 
-def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: float | None = None) -> dict:
+def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: float | None = None,
+                   model=None) -> dict:
     """``{good, reasons, condition_number, condition_threshold, poorly_determined,
     uncertain_but_negligible}``. `column_rms` (RMS of each regressor column over the
     identification rows) and `effort_rms` (RMS of the fitted efforts) measure each
-    parameter's effect; without them every parameter above 100 % counts."""
+    parameter's effect; without them every parameter above 100 % counts. With `model`, the
+    weakest direction's cause (structure or excitation: estimation/weak_directions.py)."""
     rel = result.relative_std
     cond = float(result.condition_number)
     over = [k for k in range(len(rel)) if not rel[k] <= REL_STD_PERCENT]
@@ -54,7 +57,7 @@ def assess_quality(result: IdentificationResult, column_rms=None, effort_rms: fl
             d["effort_change_per_std_percent"] = float(100 * impact[k])
         return d
     # named for every model, good or not: the report's first screen says where it is weakest
-    weakest = _weakest_direction(result, column_rms, effort_rms)
+    weakest = from_covariance(result, column_rms, effort_rms, model)
     structure = list(result.extra.get("structure_findings") or ())    # structure_check.judge_structure
     out = {"good": not reasons and not structure, "reasons": reasons, "condition_number": cond,
            "condition_threshold": COND_THRESHOLD, "relative_std_threshold_percent": REL_STD_PERCENT,
@@ -100,34 +103,9 @@ def quality_warnings(quality: dict, max_names: int = 8) -> list[str]:
         lines.append("warning: identification: the data do not determine the model ("
                      + "; ".join(quality["reasons"]) + ")" + (f": {listed}" if names else "")
                      + (f"; this motion does not tell apart {weak['text']}" if weak else "")
-                     + "; identified.urdf is NOT a good model -- use a richer excitation (robot-ident design)")
+                     + "; identified.urdf is NOT a good model -- "
+                     + (weak.get("advice") if weak and weak.get("advice")
+                        else "use a richer excitation (robot-ident design)"))
     lines += [f"warning: {text}" for text in quality.get("data_against_bounds", ())]
     lines += [f"note: {text}" for text in quality.get("data_against_notes", ())]
     return lines
-
-
-def _weakest_direction(result: IdentificationResult, column_rms=None, effort_rms=None) -> dict | None:
-    """The combination of base parameters the data determine least, in terms of what it does
-    to the predicted efforts: the top eigenvector of the covariance scaled by each
-    parameter's effect (column RMS / effort RMS). Its main terms are named: the base
-    parameters are identifiable in principle (the reduction kept only those), so it is the
-    motion that does not separate them, and another excitation would."""
-    cov = getattr(result, "covariance", None)
-    if cov is None or not np.all(np.isfinite(cov)):
-        return None
-    scale = (np.asarray(column_rms, float) / effort_rms if column_rms is not None and effort_rms
-             else 1.0 / np.maximum(np.abs(result.values), 1e-12))
-    cs = cov * np.outer(scale, scale)
-    w, v = np.linalg.eigh(0.5 * (cs + cs.T))
-    top = v[:, -1]
-    k = np.argsort(-np.abs(top))
-    main = [i for i in k[:3] if abs(top[i]) >= 0.25 * abs(top[k[0]])]
-    sign = np.sign(top[main[0]])
-    terms = [result.names[i] for i in main]
-    text = (", ".join(terms[:-1]) + f" and {terms[-1]}" if len(terms) > 1 else f"{terms[0]} from the rest")
-    return {"parameters": [result.names[i] for i in main],
-            "weights": [float(top[i] * sign) for i in main],
-            "effort_change_per_std_percent": float(100 * np.sqrt(max(w[-1], 0.0))),
-            "text": text + f" (together they move the predicted efforts by {100 * np.sqrt(max(w[-1], 0.0)):.2g} % "
-                           "of their RMS per standard deviation)"}
-

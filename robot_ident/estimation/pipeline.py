@@ -86,7 +86,7 @@ def finish_result(result: IdentificationResult, model, settings: IdentificationS
     RMS of the regressor's columns and of the efforts over the rows) and the dead band."""
     from .conditioning import assess_quality
     result.extra["raw_residual_rms"] = {j: float(v) for j, v in zip(model.joint_names, raw_rms)}
-    result.quality = assess_quality(result, column_rms, effort_rms)
+    result.quality = assess_quality(result, column_rms, effort_rms, model)
     result.extra.update({"moving_threshold": settings.moving_threshold, "reversal_guard_s": settings.guard_s,
                          "rows_kept_fraction": n_rows / max(n_samples * model.n, 1)})
     return result

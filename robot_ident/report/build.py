@@ -187,7 +187,7 @@ def key_answers(d: ReportData) -> list[str]:
         out.append(f"Weakest direction: this motion tells apart {what} least; one standard deviation along it "
                    f"moves the predicted efforts by {share:.2g} % of their RMS"
                    + (": too little to matter" if share < 100 * IMPACT_FRACTION else
-                      ": another excitation would separate them (robot-ident design)"))
+                      ": " + weak.get("advice", "another excitation would separate them (robot-ident design)")))
     elif d.chart is not None and len(d.chart.index):
         names = [d.result["base_parameters"][i]["name"] for i in d.chart.least_determined(3)]
         rel = d.chart.relative_std[:3]
