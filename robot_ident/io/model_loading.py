@@ -14,16 +14,16 @@ from ..model.robot import RobotModel
 from .config import load_config
 
 
-def load_model(urdf, config, icfg: IdentificationConfig) -> RobotModel:
+def load_model(urdf, config, icfg: IdentificationConfig, package_dirs=()) -> RobotModel:
+    """`urdf`: a path, a `model.urdf_text.XacroFile` or XML text; `package_dirs` (--package-dir)
+    are searched for package:// meshes before the config's (`mesh_dirs`)."""
     from ..model.spring import spring_model  # the config's `springs:` (gravity balancers), if any
     model = closed_chain_model(urdf, config, icfg.friction, icfg.armature_nominal)   # its `closures:`, if any
-    if model is not None:
-        config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
-        return model
-    model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
-                         config=config, transmission=getattr(config, "transmission", None))
+    if model is None:
+        model = spring_model(urdf, config.joints, icfg.locked_positions, icfg.friction, icfg.armature_nominal,
+                             config=config, transmission=getattr(config, "transmission", None))
     config.actuators.check_joint_kinds({j: model.is_prismatic(j) for j in model.joint_names})
-    model.mesh_dirs = mesh_dirs(config)
+    model.mesh_dirs = tuple(str(d) for d in package_dirs) + mesh_dirs(config)
     return model
 
 

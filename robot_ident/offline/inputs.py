@@ -46,7 +46,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
                     method: str | None = None, holdout: Holdout | float | None = None,
                     cutoff_hz: float | None = None, force_auto_cutoff: bool = False,
                     progress: Progress | None = None, plots: bool = True, force: bool = False,
-                    warn=None) -> IdentifyOutcome:
+                    warn=None, package_dirs: Sequence[str] = ()) -> IdentifyOutcome:
     """Identify from `inputs` (bags and/or tables), validate on `validate_inputs` and/or the
     `holdout` of the inputs (a `Holdout` or a fraction), write the result folder (None:
     nothing written). `holdout` None: the config's ``identification.holdout`` fraction, or
@@ -56,7 +56,9 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
     is checked first; the input checks (`estimation.input_checks`) run on every
     identification input before identifying -- their ``warning:`` lines go to `warn`
     (default: stderr), an implausible input is refused unless `force`. A model the data
-    do not determine is marked in result.yaml and identified.urdf."""
+    do not determine is marked in result.yaml and identified.urdf. `package_dirs`: where the
+    physical bounds look for package:// meshes before the config's
+    ``excitation.collision.package_dirs`` (util/package_paths.py)."""
     from ..estimation.auto_cutoff import strip_auto_cutoff
     from ..estimation.flow import identify_sources
     from ..estimation.pipeline import identification_config
@@ -84,7 +86,7 @@ def identify_inputs(inputs: Sequence[str], urdf, config_path, output, *, validat
             holdout = None
         section, auto = strip_auto_cutoff(section, cutoff_hz, force_auto_cutoff)
         icfg = identification_config(section)
-        model = load_model(urdf, cfg, icfg)
+        model = load_model(urdf, cfg, icfg, package_dirs)
         from ..mechanisms.closed_chain.config import closures_source
         source = {"config": str(config_path), **closures_source(model, cfg, config_path)}
         o = identify_sources(list(inputs), cfg, icfg, model, holdout=holdout, validate_sources=list(validate_inputs),

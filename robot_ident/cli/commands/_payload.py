@@ -4,14 +4,14 @@ from __future__ import annotations
 from ...errors import ConfigError
 
 
-def run_design(args, cfg, joints) -> int:
+def run_design(args, cfg, joints, urdf) -> int:
     from ...estimation.payload import payload_config
     from ...excitation.payload_design import design_payload_excitation
     from ...excitation.trajectory_file import TrajectoryFile, save_trajectory
     from ...io.config import load_config
     from ...model.robot import RobotModel
 
-    full = RobotModel(args.urdf, joints)
+    full = RobotModel(urdf, joints)
     doc = load_config(args.config, args.node)
     pcfg = payload_config(doc.section("payload"), full)
     excited = pcfg.excited(full)
@@ -22,7 +22,7 @@ def run_design(args, cfg, joints) -> int:
                           f"no limit for joint(s) {', '.join(missing)}")
     spec = cfg.design_spec(excited, optimizer=args.optimizer, criterion=args.criterion, family=args.family,
                            max_time=args.time_limit, max_evals=args.max_evals, seed=args.seed)
-    result = design_payload_excitation(args.urdf, full.joint_names, pcfg.frame, excited, held,
+    result = design_payload_excitation(urdf, full.joint_names, pcfg.frame, excited, held,
                                        cfg.acceleration_limits, spec, cfg.margins, cfg.effort_limits,
                                        collision_spec=cfg.collision, package_dirs=args.package_dir)
     tf = TrajectoryFile.from_design(result)
@@ -43,7 +43,7 @@ def run_design(args, cfg, joints) -> int:
     return 0
 
 
-def run_identify(args) -> int:
+def run_identify(args, urdf) -> int:
     from ...offline.inputs import print_stderr
     from ...offline.payload_workflow import format_payload, identify_payload_bag
     from ...util.progress import Progress
@@ -51,7 +51,7 @@ def run_identify(args) -> int:
     if args.result is None and args.urdf is None:
         raise ConfigError("identify --payload needs the arm's model: --result DIR or --urdf FILE")
     bag = args.bag[0] if isinstance(args.bag, list) else args.bag
-    o = identify_payload_bag(bag, args.config, args.output, result_dir=args.result, urdf=args.urdf,
+    o = identify_payload_bag(bag, args.config, args.output, result_dir=args.result, urdf=urdf,
                              frame=args.frame, holdout=args.holdout, refit_friction=args.refit_friction,
                              progress=Progress(quiet=args.quiet), force=args.force, warn=print_stderr)
     print(f"arm model: {o.arm.source}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import defaults
 from ...errors import ConfigError
+from ._urdf import add_package_dir, add_xacro_arg, urdf_of
 
 
 def add_parser(sub):
@@ -12,6 +13,7 @@ def add_parser(sub):
                     "position/velocity limits of the URDF and the acceleration limits of the config, check it "
                     "densely and write it with its criterion value and limit report.")
     p.add_argument("--urdf", required=True, help="robot description (URDF file)")
+    add_xacro_arg(p)
     p.add_argument("--config", required=True,
                    help="ROS 2 parameter YAML (robot_ident: ros__parameters: {joints, excitation: ...})")
     p.add_argument("--output", required=True, help="trajectory YAML to write")
@@ -35,14 +37,13 @@ def add_parser(sub):
     p.add_argument("--payload", action="store_true",
                    help="excitation for payload identification: only the config's payload.joints move (default: "
                         "the last three), the others are held at payload.pose; criterion on the payload's columns")
-    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
-                   help="folder holding the packages of package:// collision meshes (<DIR>/<pkg>/...); "
-                        "repeatable, searched before excitation.collision.package_dirs")
+    add_package_dir(p, "the collision checks")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    urdf = urdf_of(args)
     from ...excitation.collision.safety import build_collision_model, warn_no_geometry
     from ...excitation.config import load_excitation_config
     from ...excitation.constraints import LimitSpec
@@ -62,16 +63,16 @@ def run(args) -> int:
         raise ConfigError(f"--max-evals must be positive, got {args.max_evals}")
     if args.payload:
         from ._payload import run_design
-        return run_design(args, cfg, joints)
+        return run_design(args, cfg, joints, urdf)
     from ...io.model_loading import closed_chain_from_file
     from ...mechanisms.closed_chain.config import passive_limit_violations
     from ...model.spring import spring_model_from_file  # springs of the config are part of the model
-    model = closed_chain_from_file(args.urdf, args.config, args.node)   # the config's closures: actuated joints
+    model = closed_chain_from_file(urdf, args.config, args.node)   # the config's closures: actuated joints
     closed = model is not None
     if closed and joints is not None and set(joints) != set(model.joint_names):
         raise ConfigError("--joints: a closed chain is designed on its actuated joints "
                           f"({', '.join(model.joint_names)})")
-    model = model or spring_model_from_file(args.urdf, joints, args.config, args.node)
+    model = model or spring_model_from_file(urdf, joints, args.config, args.node)
     from ...estimation.plausibility import urdf_notes
     for note in urdf_notes(model):
         print(note.line(), flush=True)

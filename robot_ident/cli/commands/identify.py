@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import defaults
 from ...errors import ConfigError
 from ...util.progress import Progress
+from ._urdf import add_package_dir, add_xacro_arg, urdf_of
 
 
 def add_parser(sub):
@@ -23,6 +24,8 @@ def add_parser(sub):
                    help="a whole recording (bag or table) kept for validation only; repeatable")
     p.add_argument("--urdf", help="robot URDF (CAD values are the prior and the fallback); required unless "
                                   "--payload --result")
+    add_xacro_arg(p)
+    add_package_dir(p, "the physical bounds' link geometry")
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML")
     p.add_argument("--output", required=True, help="result folder")
     p.add_argument("--method", default=None,
@@ -95,6 +98,7 @@ def run(args) -> int:
     from ...offline.bag_workflow import format_validation
     from ...offline.inputs import identify_inputs
 
+    urdf = urdf_of(args)
     if args.method is not None and args.method not in ESTIMATORS:
         raise ConfigError(f"--method {args.method!r} is not an estimator; choose one of "
                           f"{', '.join(sorted(ESTIMATORS))}")
@@ -107,17 +111,18 @@ def run(args) -> int:
                                       ("--holdout-every", args.holdout_every)) if v is not None]
         if unsupported:
             raise ConfigError(f"identify --payload does not take {', '.join(unsupported)}")
-        return run_identify(args)
+        return run_identify(args, urdf)
     if args.urdf is None:
         raise ConfigError("--urdf is required (except with --payload --result)")
     if not args.bag and not args.table:
         raise ConfigError("give at least one recording: --bag PATH or --table PATH")
     cutoff = _cutoff(args.cutoff)
     holdout = _holdout(args)
-    o = identify_inputs(list(args.bag) + list(args.table), args.urdf, args.config, args.output,
+    o = identify_inputs(list(args.bag) + list(args.table), urdf, args.config, args.output,
                         validate_inputs=args.validate_bag, method=args.method, holdout=holdout,
                         cutoff_hz=cutoff, force_auto_cutoff=args.cutoff == "auto",
-                        progress=Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force)
+                        progress=Progress(quiet=args.quiet), plots=not args.no_plots, force=args.force,
+                        package_dirs=args.package_dir)
     summary = o.summary
     r = o.result
     print(summary)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...errors import ConfigError
+from ._urdf import add_xacro_arg, urdf_of
 
 DEFAULT_OUTPUT = "robot_ident.yaml"
 
@@ -17,6 +18,7 @@ def add_parser(sub):
                                    "meanings (docs/config.md). The file is checked as identify reads it before it "
                                    "is written; an existing file is never replaced without --force.")
     p.add_argument("--urdf", required=True, help="robot URDF (or xacro)")
+    add_xacro_arg(p)
     p.add_argument("--output", default=DEFAULT_OUTPUT, metavar="FILE",
                    help=f"parameter file to write (default: {DEFAULT_OUTPUT})")
     p.add_argument("--force", action="store_true", help="replace FILE if it exists (kept as FILE.bak)")
@@ -26,6 +28,7 @@ def add_parser(sub):
 def run(args) -> int:
     from pathlib import Path
 
+    urdf = urdf_of(args)
     out = Path(args.output)
     if out.is_dir():
         raise ConfigError(f"--output: {out} is a folder; give a file name")
@@ -34,7 +37,7 @@ def run(args) -> int:
     if not out.parent.is_dir():
         raise ConfigError(f"--output: folder {out.parent} not found")
     from ..config_template import write_init_file
-    model = write_init_file(args.urdf, out, replace=args.force)
+    model = write_init_file(urdf, out, replace=args.force)
     print(f"wrote {out}: {len(model.joint_names)} joints ({', '.join(model.joint_names)}), current_source effort; "
           "fill in the actuators for motor currents (docs/config.md lists every key)")
     return 0

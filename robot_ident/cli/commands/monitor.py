@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import defaults
 from ...util.progress import Progress
+from ._urdf import add_xacro_arg, urdf_of
 
 
 def add_parser(sub):
@@ -17,6 +18,7 @@ def add_parser(sub):
     p.add_argument("--result", required=True, help="result folder written by robot-ident identify")
     p.add_argument("--output", required=True, help="new folder (or a monitor folder to replace)")
     p.add_argument("--urdf", default=None, help="URDF (default: RESULT/model.urdf)")
+    add_xacro_arg(p)
     p.add_argument("--config", default=None, help="parameter YAML (default: RESULT/config.yaml)")
     p.add_argument("--gain", type=float, default=None,
                    help=f"observer gain K [1/s]: a step is seen at 1 - exp(-K t) (default {defaults.MONITOR_GAIN:g})")
@@ -31,13 +33,14 @@ def add_parser(sub):
 
 def run(args) -> int:
     from dataclasses import replace
+    urdf = urdf_of(args)
 
     from ...monitor.observer import ObserverSettings
     from ...offline.monitor_workflow import monitor_bag
     s = ObserverSettings()
     given = (("gain", args.gain), ("threshold", args.threshold), ("calibration_s", args.calibration))
     s = replace(s, **{k: v for k, v in given if v is not None})
-    o = monitor_bag(args.bag, args.result, args.output, urdf=args.urdf, config_path=args.config, settings=s,
+    o = monitor_bag(args.bag, args.result, args.output, urdf=urdf, config_path=args.config, settings=s,
                     progress=Progress(quiet=args.quiet))
     level = o.health.get("level", "OK")
     print(f"monitored {o.duration:.2f} s ({o.samples} samples); model health "

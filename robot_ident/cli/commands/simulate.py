@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import defaults
 from ...util.progress import Progress
+from ._urdf import add_package_dir, add_xacro_arg, urdf_of
 
 
 def add_parser(sub):
@@ -11,6 +12,7 @@ def add_parser(sub):
                                    "/joint_states (500 Hz) and the configured current source (1 kHz), with the "
                                    "noise and joint friction of the config's `simulation:` section.")
     p.add_argument("--urdf", required=True, help="robot URDF")
+    add_xacro_arg(p)
     p.add_argument("--config", required=True, help="ROS 2 parameter YAML (joints, actuators, simulation)")
     p.add_argument("--trajectory", required=True, help="trajectory YAML from robot-ident design")
     p.add_argument("--output", required=True, help="new rosbag2 folder")
@@ -22,8 +24,7 @@ def add_parser(sub):
                    help="rosbag2 metadata version (default: %(default)s; 8 plays on Humble and later, 9 on "
                         "Jazzy's newer rosbag2 only)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
-                   help="folder holding the packages of package:// collision meshes; repeatable")
+    add_package_dir(p, "the collision checks")
     p.add_argument("--push", nargs=6, default=None, metavar=("LINK", "FX", "FY", "FZ", "START", "END"),
                    help="an external force (N, world frame) on LINK's centre of mass from START to END s, which "
                         "the controller is not told about: a contact for robot-ident monitor to find (its joint "
@@ -46,8 +47,9 @@ def _push(values):
 
 
 def run(args) -> int:
+    urdf = urdf_of(args)
     from ...offline.bag_workflow import simulate_to_bag
-    o = simulate_to_bag(args.urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
+    o = simulate_to_bag(urdf, args.config, args.trajectory, args.output, args.storage, args.repetitions,
                         Progress(quiet=args.quiet), package_dirs=args.package_dir, bag_version=args.bag_version,
                         external=_push(args.push))
     topics = ", ".join(f"{t} ({n} messages)" for t, n in o.topics.items())
