@@ -264,7 +264,9 @@ COLLISION = Section("excitation.collision", "Distances kept between the robot's 
     Key("srdf", "str or null", "path", code_default(CollisionSpec, "srdf"),
         "a MoveIt SRDF whose disable_collisions pairs are not checked (relative: to this file)"),
     Key("package_dirs", "list[str]", "path", code_default(CollisionSpec, "package_dirs"),
-        "where `package://<pkg>/` meshes are looked up (`<dir>/<pkg>/...`)"),
+        "where `package://<pkg>/` meshes are looked up (`<dir>/<pkg>/...`) by the collision checks and the "
+        "physical bounds: after --package-dir, before the folders above the URDF, ROS_PACKAGE_PATH, "
+        "AMENT_PREFIX_PATH and the ament index (relative: to this file)"),
     Key("allow_without_collision_model", "bool", "", code_default(CollisionSpec, "allow_without_collision_model"),
         "excitation node: run even if the URDF has no collision geometry"),
 ))
