@@ -141,7 +141,7 @@ def stable_substeps(m, d, control_rate_hz: float, poses: int = 16, seed: int = 0
         _full_mass_matrix(m, d, M)
         D = np.diag(np.asarray(m.dof_damping, float).reshape(m.nv, -1)[:, 0])
         if m.ntendon:
-            J = np.asarray(d.ten_J).reshape(m.ntendon, m.nv)
+            J = _tendon_jacobian(m, d)
             D += J.T @ np.diag(np.asarray(m.tendon_damping, float).reshape(m.ntendon, -1)[:, 0]) @ J
         w, v = eigh(D, M)
         if w[-1] > worst:
@@ -154,6 +154,18 @@ def stable_substeps(m, d, control_rate_hz: float, poses: int = 16, seed: int = 0
                          f"{MAX_SUBSTEPS} physics steps per control period; give it an armature (a rotor) in the "
                          "simulation: section, or less damping")
     return n
+
+
+def _tendon_jacobian(m, d) -> np.ndarray:
+    """(ntendon, nv) tendon Jacobian: dense in MuJoCo 3, sparse rows in MuJoCo 4."""
+    flat = np.asarray(d.ten_J, float).ravel()
+    if flat.size == m.ntendon * m.nv and not hasattr(m, "ten_J_rownnz"):
+        return flat.reshape(m.ntendon, m.nv)
+    J = np.zeros((m.ntendon, m.nv))
+    for t in range(m.ntendon):
+        a, k = int(m.ten_J_rowadr[t]), int(m.ten_J_rownnz[t])
+        J[t, np.asarray(m.ten_J_colind[a:a + k], int)] = flat[a:a + k]
+    return J
 
 
 def _full_mass_matrix(m, d, out: np.ndarray) -> None:
