@@ -58,3 +58,20 @@ def test_the_separation_is_one_for_a_single_excited_parameter(xarm_text):
     step = np.zeros(b.size)
     step[b.names.index("joint7.Ia")] = 1.0
     assert motion_separation(m, b, step) == pytest.approx(1.0)
+
+
+def test_design_names_the_weakest_combination_and_its_cause(xarm_text):
+    """`design` names, above cond 1e3, the combination its trajectory separates least and
+    whether another design would help (before, a rank-deficient result blamed the family)."""
+    from types import SimpleNamespace
+
+    from robot_ident.cli.commands.design import weakest_line
+    m = RobotModel(xarm_text.replace("1.5708", "1.5705"), JOINTS)
+    tr = FourierTrajectory.random_within_limits(m.joint_names, m.limits.lower, m.limits.upper, m.limits.velocity,
+                                                np.full(m.n, 8.0), seed=1)
+    line = weakest_line(m, SimpleNamespace(trajectory=tr, cond=2.5e4, spec=SimpleNamespace(n_evaluation=1000)))
+    assert line.startswith("note: cond 2.5e+04: this trajectory tells apart joint2.Ia and joint2.Izz")
+    assert "no motion within the joint limits separates them" in line
+    exact = RobotModel(xarm_text, JOINTS)
+    line = weakest_line(exact, SimpleNamespace(trajectory=tr, cond=3e6, spec=SimpleNamespace(n_evaluation=1000)))
+    assert line.startswith("warning: cond 3e+06") and "another excitation would separate them" in line

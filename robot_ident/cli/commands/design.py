@@ -42,6 +42,27 @@ def add_parser(sub):
     return p
 
 
+NAME_WEAKEST_ABOVE = 1e3     # cond above which design names the combination the trajectory separates least
+RANK_DEFICIENT = 1e6
+
+
+def weakest_line(model, result) -> str:
+    """The combination of base parameters the designed trajectory tells apart least, and why
+    (estimation/weak_directions.py): a note, or a warning when the regressor is nearly rank
+    deficient."""
+    import numpy as np
+
+    from ...estimation.weak_directions import from_regressor
+    from ...model.base import BaseParameters
+    base = BaseParameters.from_model(model)
+    traj = result.trajectory
+    t = np.linspace(0.0, traj.duration, result.spec.n_evaluation)
+    weak = from_regressor(base.regressor(model.regressor(*traj.sample(t))), model, base)
+    kind = "warning" if not result.cond < RANK_DEFICIENT else "note"
+    return (f"{kind}: cond {result.cond:.3g}: this trajectory tells apart {weak['text']} least; "
+            f"{weak['advice']}")
+
+
 def run(args) -> int:
     urdf = urdf_of(args)
     from ...excitation.collision.safety import build_collision_model, warn_no_geometry
@@ -117,8 +138,7 @@ def run(args) -> int:
         print(f"collisions: {result.collision_report.summary()}")
     else:
         warn_no_geometry()
-    if not result.cond < 1e6:
-        print(f"warning: the base regressor of this trajectory is (nearly) rank deficient (cond {result.cond:.3g}); "
-              f"the {spec.family} family cannot excite every base parameter of these joints")
+    if not result.cond < NAME_WEAKEST_ABOVE and not closed:
+        print(weakest_line(model, result))
     print(f"wrote {args.output}")
     return 0
