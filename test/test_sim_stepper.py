@@ -170,3 +170,25 @@ def test_node_loop_without_ros_recovers_the_simulator(demo_urdf, tmp_path):
     good = out.result.relative_std < 5
     assert good.sum() >= 25
     assert np.median(np.abs(out.result.values - true_base)[good] / np.abs(true_base[good])) < 0.02
+
+
+def test_an_unstable_stepped_simulation_stops_instead_of_publishing_a_reset_state(demo_urdf, tmp_path):
+    """Issue 29 item 6: MuJoCo answers a blow-up with a warning and a reset state, and the
+    simulated-arm node would have published that as the arm. The stepper stops with an error
+    (here made unstable by a wrist damping no two substeps hold)."""
+    text = demo_urdf.read_text().replace('<dynamics damping="0.2" friction="0.4"/>',
+                                         '<dynamics damping="3.0" friction="0.0"/>')
+    urdf = tmp_path / "damped.urdf"
+    urdf.write_text(text)
+    m = RobotModel(urdf)
+    tr = rest_trajectory(m, seed=5)
+    truth = JointTruth(np.zeros(6), np.zeros(6), np.array([2.0, 2.0, 1.5, 0.3, 0.3, 3.0]), np.zeros(6))
+    stepper = SteppingArm(SimulatedArm(urdf, m.joint_names, truth, nominal=m, substeps=2),
+                          tr.sample(np.array([0.0]))[0][0])
+    stepper.follower.follow(0.0, tr)
+    with pytest.raises(TrajectoryError, match=r"the simulation is unstable at t = [0-9.]+ s"):
+        for _ in range(2000):
+            stepper.step()
+    stepper = SteppingArm(SimulatedArm(urdf, m.joint_names, truth, nominal=m), tr.sample(np.array([0.0]))[0][0])
+    stepper.follower.follow(0.0, tr)
+    assert np.isfinite([stepper.step().q for _ in range(500)]).all()      # the derived step holds

@@ -120,7 +120,11 @@ class SimArmNode(Node):
         wall0 = time.monotonic()
         while self._running and rclpy.ok():
             with self._lock:
-                out = self.arm.step()
+                try:
+                    out = self.arm.step()
+                except TrajectoryError as exc:      # unstable: stop publishing, say why
+                    self.get_logger().error(str(exc))
+                    return
                 k = self.arm.steps
             stamp = int(round((out.t - self.arm.dt) * _NS))     # the measurement's time
             try:

@@ -188,7 +188,7 @@ def _set_scalar_or_first(element, attr: str, value: float) -> None:
         setattr(element, attr, arr)
 
 
-_BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
+BADQACC = int(mujoco.mjtWarning.mjWARN_BADQACC)
 MAX_TRACKING_ERROR = 0.1     # rad or m: the simulated controller tracks the demo arm to 0.006
 
 
@@ -334,7 +334,7 @@ class SimulatedArm:
                 tau_ext[k] = push(t[k])
             for _ in range(self.substeps):
                 mujoco.mj_step(m, d)
-            if d.warning[_BADQACC].number:      # MuJoCo resets the state and carries on: a bag of nonsense
+            if d.warning[BADQACC].number:      # MuJoCo resets the state and carries on: a bag of nonsense
                 raise ModelError(f"the simulation is unstable at t = {t[k]:.4g} s (MuJoCo: NaN, Inf or huge "
                                  "accelerations); nothing is written. Check the URDF's inertias (a link far "
                                  "lighter than its limits suggest?) and the trajectory's accelerations")

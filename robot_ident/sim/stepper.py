@@ -222,7 +222,7 @@ class SteppingArm:
     def __init__(self, arm, q0, noise=None, qd0=None):
         import mujoco
 
-        from .mujoco_arm import SimNoise
+        from .mujoco_arm import BADQACC, SimNoise
 
         self.arm = arm
         self.noise = noise or SimNoise()
@@ -245,6 +245,7 @@ class SteppingArm:
         d.qvel[arm._dadr] = np.zeros(n) if qd0 is None else np.asarray(qd0, dtype=float)
         mujoco.mj_forward(m, d)
         self._mujoco = mujoco
+        self._badqacc = BADQACC
         self._push = None
 
     def push(self, external) -> None:
@@ -292,6 +293,10 @@ class SteppingArm:
             self._push(t)
         for _ in range(arm.substeps):
             self._mujoco.mj_step(m, d)
+        if d.warning[self._badqacc].number or not np.isfinite(d.qpos).all():     # MuJoCo resets and carries on
+            raise TrajectoryError(f"the simulation is unstable at t = {t:.4g} s (MuJoCo: NaN, Inf or huge "
+                                  "accelerations): the simulated arm stops rather than publish a state it "
+                                  "does not have")
         self.steps += 1
         self._tau_sq_sum += tau ** 2
         std = self.effort_noise_std()
