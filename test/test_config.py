@@ -1,4 +1,5 @@
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -210,3 +211,24 @@ def test_the_node_parameter_list_names_every_parameter_the_nodes_declare():
     assert (by["excitation_node", "stop_time"].low, by["excitation_node", "stop_time"].high) == SETTING_PARAMETERS[
         "stop_time"][1:]
     assert by["sim_arm_node", "control_rate"].default == 1000.0 and by["sim_arm_node", "urdf_file"].default == ""
+
+
+@pytest.mark.parametrize("section, bad, message", [
+    ("identification", {"filter": {"cutof_hz": 10}}, r"identification\.filter\.cutof_hz: unknown key; did you mean "
+                                                      r"'cutoff_hz'"),
+    ("simulation", {"joints": {"wrist_1": {"armture": 0.1}}}, r"simulation\.joints\.wrist_1\.armture: unknown key; "
+                                                               r"did you mean 'armature'")])
+def test_design_names_a_misspelt_key_in_a_section_it_does_not_read(tmp_path, capsys, section, bad, message):
+    """Issue 29 item 4: `design` read only the excitation section, so a typo elsewhere
+    surfaced only at `identify`, after the design and the recording."""
+    import yaml
+
+    from robot_ident.cli import main
+    doc = yaml.safe_load((ROOT / "config" / "demo_arm.yaml").read_text())
+    doc["robot_ident"]["ros__parameters"][section] = bad
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    assert main(["design", "--urdf", str(ROOT / "urdf" / "demo_arm.urdf"), "--config", str(cfg),
+                 "--output", str(tmp_path / "t.yaml"), "--time-limit", "1"]) == 2
+    assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "t.yaml").exists()

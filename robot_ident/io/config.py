@@ -289,6 +289,14 @@ def load_config(path: str | os.PathLike, node_name: str | None = None) -> IdentC
 
 def config_from_document(doc: Any, label: str = "<config>", node_name: str | None = None) -> IdentConfig:
     """Like `load_config`, from an already parsed YAML document."""
+    chosen, params = node_parameters(doc, label, node_name)
+    return config_from_parameters(params, label, chosen)
+
+
+def node_parameters(doc: Any, label: str = "<config>", node_name: str | None = None) -> tuple[str, dict]:
+    """The chosen node's name and its ``ros__parameters`` merged over the ``/**`` section's,
+    unflattened and not yet validated (`node_name`: None picks the only section, or the one
+    that lists ``joints``)."""
     if not isinstance(doc, Mapping) or not doc:
         raise ConfigError(f"{label}: expected a ROS 2 parameter file "
                           "(<node_name>: {ros__parameters: {...}}), got "
@@ -320,4 +328,4 @@ def config_from_document(doc: Any, label: str = "<config>", node_name: str | Non
                               "say which one to use (node name)")
         chosen = with_joints[0]
     params = _merge(unflatten(wild), unflatten(sections[chosen])) if chosen else unflatten(wild)
-    return config_from_parameters(params, label, chosen or WILDCARD)
+    return chosen or WILDCARD, params

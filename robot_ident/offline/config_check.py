@@ -37,3 +37,29 @@ def check_config(config_path: str | os.PathLike, urdf):
             raise
         raise ConfigError(f"{label}: {exc}") from None
     return model
+
+
+def check_unread_sections(config_path: str | os.PathLike, model, node_name: str | None = None) -> None:
+    """For a command that reads one part of the file (`design`: the excitation): the other
+    sections it has -- identification, simulation, payload -- through their validators, so
+    that a misspelt key is named now rather than silently ignored until a later command.
+    The data source (current_source, actuators) is not required here."""
+    from ..estimation.auto_cutoff import strip_auto_cutoff
+    from ..estimation.payload import payload_config
+    from ..estimation.pipeline import identification_config
+    from ..io.config import node_parameters
+    from ..sim.config import simulation_config
+    from ..util.yaml_strict import safe_load_strict
+
+    label = str(config_path)
+    with open(os.fspath(config_path), encoding="utf-8") as fh:
+        doc = safe_load_strict(fh)
+    chosen, params = node_parameters(doc, label, node_name if isinstance(doc, dict) and node_name in doc else None)
+    prefix = f"{chosen}.ros__parameters"
+    try:
+        identification_config(strip_auto_cutoff(params.get("identification") or {})[0], f"{prefix}.identification")
+        simulation_config(params.get("simulation"), model, f"{prefix}.simulation")
+        if params.get("payload"):
+            payload_config(params["payload"], model, f"{prefix}.payload")
+    except ConfigError as exc:
+        raise ConfigError(f"{label}: {exc}") from None

@@ -94,6 +94,9 @@ def run(args) -> int:
         raise ConfigError("--joints: a closed chain is designed on its actuated joints "
                           f"({', '.join(model.joint_names)})")
     model = model or spring_model_from_file(urdf, joints, args.config, args.node)
+    if not closed:       # a misspelt key in a section design does not read is named now, not at identify
+        from ...offline.config_check import check_unread_sections
+        check_unread_sections(args.config, model, args.node)
     from ...estimation.plausibility import urdf_notes
     for note in urdf_notes(model):
         print(note.line(), flush=True)
