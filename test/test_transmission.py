@@ -289,6 +289,14 @@ def test_cli_simulate_identify_validate_with_a_coupled_wrist(tmp_path, demo_urdf
         ROOT / "config" / "demo_arm.yaml", "--output", tmp_path / "mixed", "--quiet", "--no-plots", "--method", "wls")
     q = yaml.safe_load((tmp_path / "mixed" / "result.yaml").read_text())["model_quality"]
     assert not q["good"] and any(f["probe"] == "inputs" for f in q["misses_structure"]), q
+    # ... and under the coupled config: the joint fit leaves both about equally wrong (their residual
+    # ratio near 1), but the coupled bag fitted alone is at its noise and the plain one alone misses
+    # structure (it passed before, as a good model)
+    cli("identify", "--bag", tmp_path / "plain", "--bag", tmp_path / "b1", "--urdf", demo_urdf, "--config", cfg,
+        "--output", tmp_path / "mixed_c", "--quiet", "--no-plots", "--method", "wls")
+    q = yaml.safe_load((tmp_path / "mixed_c" / "result.yaml").read_text())["model_quality"]
+    assert not q["good"] and {f["joint"] for f in q["misses_structure"] if f["probe"] == "inputs"} & {
+        "wrist_1", "wrist_2", "wrist_3"}, q
     cli("report", "--result", tmp_path / "res")             # it once failed on the motors' names (KeyError 'm4')
     page = (tmp_path / "res" / "report.html").read_text()
     assert "<td>m4</td>" in page and "kg·m²" in page

@@ -191,7 +191,7 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
         with progress.stage("identify"):
             result, plot_data = estimate(model, base, settings, ident_runs, points, progress)
         if len(processed.inputs) > 1 and result.quality is not None:
-            _inputs_disagree(result, model, processed, store, thr, guard)
+            _inputs_disagree(result, model, base, settings, processed, store, thr, guard)
         for line in quality_warnings(result.quality) if result.quality is not None else []:
             warn(line)
             warnings.append(line)
@@ -318,16 +318,35 @@ def _segment_times(processed: Processed) -> list[np.ndarray]:
             for seg, (a, b) in zip(processed.segments, processed.segment_rows())]
 
 
-def _inputs_disagree(result, model, processed, store, thr: float, guard: float) -> None:
+def _inputs_disagree(result, model, base, settings, processed, store, thr: float, guard: float) -> None:
     """Several identification inputs: the fitted model's residual per input and joint; joints
-    where they disagree (`structure_check.judge_inputs`) make the model not good."""
-    from .structure_check import judge_inputs
+    where they disagree (`structure_check.judge_inputs`) make the model not good. Then each
+    input fitted alone (WLS): an input whose own fit explains it far better than the joint
+    fit does, or that alone misses structure, is one that model cannot share with the others
+    -- a plain and a coupled arm's bags under one config leave both equally wrong with
+    the joint fit (ratio about 1 between them), which the first comparison cannot see."""
+    from .structure_check import judge_inputs, judge_own_fits
     spans: dict[int, list] = {}
     for seg, (a, b) in zip(processed.segments, processed.segment_rows()):
         spans.setdefault(seg.input, []).append((store, a, b))
+    labels = [processed.inputs[k].label for k in spans]
     reports = [validate_runs(result, model, runs, thr, guard, plot_points=2) for runs in spans.values()]
-    found = judge_inputs(model.joint_names, [processed.inputs[k].label for k in spans],
-                         [r.rms for r in reports], [r.relative_rms for r in reports])
+    found = judge_inputs(model.joint_names, labels, [r.rms for r in reports], [r.relative_rms for r in reports])
+    own, own_structure = [], []
+    alone = replace(settings, method="wls")
+    for runs in spans.values():
+        try:
+            r, _ = estimate(model, base, alone, runs, plot_points=2)
+        except (IdentificationError, SignalError):       # too short or too still to be fitted alone
+            own.append(None)
+            own_structure.append([])
+            continue
+        own.append(validate_runs(r, model, runs, thr, guard, plot_points=2).rms)
+        own_structure.append((r.quality or {}).get("misses_structure") or [])
+    named = {f["joint"] for f in found}
+    found += [f for f in judge_own_fits(model.joint_names, labels, [r.rms for r in reports],
+                                        [r.relative_rms for r in reports], own, own_structure)
+              if f["joint"] not in named]
     if found:
         q = result.quality
         q["misses_structure"] = list(q.get("misses_structure") or []) + found

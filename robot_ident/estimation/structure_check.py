@@ -172,6 +172,39 @@ def judge_inputs(joints, labels, rms, relative) -> list[dict]:
     return out
 
 
+def judge_own_fits(joints, labels, rms, relative, own_rms, own_structure) -> list[dict]:
+    """Joints on which an identification input, fitted alone, is explained INPUTS_RATIO times
+    better than by the fit of all inputs while that fit leaves INPUTS_SHARE of its effort
+    RMS (`rms`, `relative`: the joint fit's residual per input; `own_rms`: each input's own
+    fit's, None where it could not be fitted alone), or that alone misses structure
+    (`own_structure`: its findings) -- the joint fit is a compromise between inputs one model
+    cannot share."""
+    out, seen = [], set()
+    rms, relative = np.asarray(rms, float), np.asarray(relative, float)
+    for i, label in enumerate(labels):
+        for f in own_structure[i]:
+            if f["joint"] not in seen:
+                seen.add(f["joint"])
+                out.append({**f, "probe": "inputs",
+                            "cause": f"{label} alone misses structure on this joint ({f['cause']}): it does not "
+                                     "belong with the other inputs under this config"})
+        if own_rms[i] is None:
+            continue
+        for j, name in enumerate(joints):
+            mine = float(own_rms[i][j])
+            if name in seen or not (np.isfinite(mine) and np.isfinite(rms[i, j])):
+                continue
+            if rms[i, j] >= INPUTS_RATIO * max(mine, 1e-300) and relative[i, j] >= INPUTS_SHARE:
+                seen.add(name)
+                out.append({"joint": name, "probe": "inputs", "share": float(rms[i, j] / max(mine, 1e-300)),
+                            "relative_rms": float(relative[i, j]),
+                            "cause": f"the identification inputs disagree: fitted alone, {label} leaves "
+                                     f"{mine:.3g} on this joint, fitted with the others {rms[i, j]:.3g} "
+                                     f"({100 * relative[i, j]:.3g} % of its effort RMS) -- another robot, "
+                                     "transmission, payload or config in one of them: one model cannot fit all"})
+    return out
+
+
 def structure_warning(found: list[dict]) -> str | None:
     """One ``warning:`` line for `judge_structure`'s joints (None: nothing found): the joints
     with a named probe one by one, those whose own terms disagree with the others' together."""
