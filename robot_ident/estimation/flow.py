@@ -372,8 +372,8 @@ def _other_recordings(model, result, vprocessed) -> list[str]:
         if bad:
             out.append(f"warning: validation recording {vprocessed.inputs[k].label}: its efforts are "
                        + ", ".join(f"{a:.3g} x the identified model's on joint {j!r}" for j, a in bad)
-                       + ": another robot's recording, or another torque constant or direction? Its ratios "
-                         "measure that, not the model")
+                       + ": another robot's or payload's recording, or another torque constant or direction? Its "
+                         "ratios measure that, not the model")
     return out
 
 

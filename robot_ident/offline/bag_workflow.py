@@ -209,9 +209,11 @@ def _structure_of_result(d: dict, rdir) -> list[str]:
 def _other_robot(slopes: dict, rdir) -> list:
     """Joints whose bag efforts do not follow the result's prediction (joint -> (slope,
     partial correlation)): the bag or the result of another robot."""
-    from ..estimation.plausibility import Finding, off_prediction
-    return [Finding("error", f"joint {j!r}", f"the bag's efforts are {a:.3g} x what result {rdir} predicts: a bag "
-                                             "or result of another robot, or another torque constant / direction")
+    from ..estimation.plausibility import GAIN_WARN, Finding, off_prediction
+    return [Finding("error" if not GAIN_WARN[0] <= a <= GAIN_WARN[1] else "warning", f"joint {j!r}",
+                    f"the bag's efforts are {a:.3g} x what result {rdir} predicts: a bag or result of another "
+                    "robot, payload or torque constant, or another direction -- these ratios measure that, not "
+                    "the model")
             for j, a in off_prediction(slopes)]
 
 
