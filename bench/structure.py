@@ -4,14 +4,16 @@ Faults a held-out / in-sample ratio cannot see, on simulated arms (MuJoCo truth)
 the demo arm with one joint's torque constant 1.3x (each joint in turn), every torque
 constant 1.3x, two current channels crossed; the demo arm with a coupled wrist
 identified with the right coupling, without it, with M = I and with one sign of M
-wrong; the palletiser with and without its balancer spring. Then the public logs of
+wrong; the palletiser with and without its balancer spring; a plain and a coupled bag in one
+run under either config, consistent pairs, validation recordings of the same arm and of the
+arm with 1.3x masses. Then the public logs of
 real arms (bench/real_logs.py; fetched, not shipped), where a warning would be a false
 alarm. Printed per case: the model quality, the joints that miss structure (the probe
 and its share of the residual), and the largest shares over all joints (named probes;
 `own`) and the largest residual as a share of its joint's effort RMS -- against the
 thresholds PROBE_SHARE, OWN_SHARE and UNEXPLAINED.
 
-    python bench/structure.py [--data REAL_LOGS] [--cases demo coupled spring real]
+    python bench/structure.py [--data REAL_LOGS] [--cases demo coupled spring mixed real]
 """
 from __future__ import annotations
 
@@ -37,12 +39,13 @@ def quiet(_line: str) -> None:
 
 
 def line(tag: str, result) -> None:
-    found = result.extra.get("structure_findings") or []
+    found = (result.quality or {}).get("misses_structure") or result.extra.get("structure_findings") or []
     diag = result.extra.get("structure") or []
     named = max((v for d in diag for k, v in d["explained"].items() if k not in ("own", "gain")), default=0.0)
     own = max((d["explained"]["own"] for d in diag), default=0.0)
     rel = max((d["relative_rms"] for d in diag), default=0.0)
-    flagged = ", ".join(f"{f['joint']} ({f['probe']} {f['share']:.2f}, residual {100 * f['relative_rms']:.3g} %)"
+    flagged = ", ".join(f"{f['joint']} ({f['probe']} {f.get('share', np.nan):.2f}, residual "
+                        f"{100 * f.get('relative_rms', np.nan):.3g} %)"
                         for f in found) or "-"
     print(f"{tag:<44} {'good' if result.quality['good'] else 'NOT GOOD':<9} max named {named:.2f}  own {own:.2f}  "
           f"residual {100 * rel:.3g} %  misses structure: {flagged}")
@@ -139,6 +142,58 @@ def spring_cases(work: Path) -> None:
         line(name, o.result)
 
 
+def mixed_cases(work: Path) -> None:
+    """Several inputs and validation recordings (issue 31): a plain and a coupled-wrist bag of
+    the demo arm in one run, under either config; consistent pairs; a validation recording of
+    the arm with 1.3x masses, and one of the same arm."""
+    import re
+
+    from robot_ident.demos.serial_arm import demo_urdf
+    from robot_ident.excitation import FourierTrajectory
+    from robot_ident.excitation.trajectory_file import TrajectoryFile, save_trajectory
+    from robot_ident.model.robot import RobotModel
+    from robot_ident.offline.bag_workflow import simulate_to_bag
+    from robot_ident.offline.inputs import identify_inputs
+    urdf, plain = demo_urdf(), ROOT / "config" / "demo_arm.yaml"
+    cad = RobotModel(urdf)
+    lim = cad.limits
+    for seed in (13, 16):
+        tr = FourierTrajectory.random_within_limits(cad.joint_names, lim.lower, lim.upper, lim.velocity,
+                                                    np.array([6.0, 6, 8, 10, 10, 10]), wf=0.2 * np.pi, harmonics=5,
+                                                    margin=0.1, seed=seed)
+        save_trajectory(work / f"t{seed}.yaml", TrajectoryFile(tr))
+    doc = yaml.safe_load(plain.read_text())
+    p = doc["robot_ident"]["ros__parameters"]
+    p["transmissions"] = {"wrist": {"joints": ["wrist_1", "wrist_2", "wrist_3"], "motors": ["m4", "m5", "m6"],
+                                    "motor_from_joint": [[1.0, 0, 0], [-1.0, 1.0, 0], [0.5, -1.0, 1.0]]}}
+    for j, m in zip(["wrist_1", "wrist_2", "wrist_3"], ["m4", "m5", "m6"]):
+        p["simulation"]["joints"][m] = p["simulation"]["joints"].pop(j)
+    coupled = work / "coupled.yaml"
+    coupled.write_text(yaml.safe_dump(doc))
+    heavy = work / "heavy.urdf"
+    heavy.write_text(re.sub(r'<mass value="([0-9.eE+-]+)"', lambda m: f'<mass value="{1.3 * float(m.group(1)):g}"',
+                            Path(urdf).read_text()))
+    bags = {}
+    for name, u, c, seed in (("plain", urdf, plain, 16), ("plain2", urdf, plain, 13), ("coupled", urdf, coupled, 13),
+                             ("coupled2", urdf, coupled, 16), ("heavy", heavy, plain, 16)):
+        simulate_to_bag(u, c, work / f"t{seed}.yaml", work / name, repetitions=2)
+        bags[name] = str(work / name)
+    for tag, inputs, cfg, valid in (
+            ("plain + coupled bags, plain config", ["plain", "coupled"], plain, []),
+            ("plain + coupled bags, coupled config", ["plain", "coupled"], coupled, []),
+            ("two plain bags, plain config", ["plain", "plain2"], plain, []),
+            ("two coupled bags, coupled config", ["coupled", "coupled2"], coupled, []),
+            ("validation: the same arm", ["plain2"], plain, ["plain"]),
+            ("validation: the arm with 1.3x masses", ["plain2"], plain, ["heavy"])):
+        said: list[str] = []
+        o = identify_inputs([bags[k] for k in inputs], urdf, cfg, None, validate_inputs=[bags[k] for k in valid],
+                            plots=False, warn=said.append)
+        line(tag, o.result)
+        for w in said:
+            if "validation recording" in w:
+                print(f"{'':<44} {w[:160]}")
+
+
 def real_cases(data: Path, work: Path) -> None:
     import real_logs
 
@@ -158,7 +213,7 @@ def real_cases(data: Path, work: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("ROBOT_IDENT_REAL_LOGS"), help="the real logs (real_logs.py)")
-    ap.add_argument("--cases", nargs="+", default=["demo", "coupled", "spring", "real"])
+    ap.add_argument("--cases", nargs="+", default=["demo", "coupled", "spring", "mixed", "real"])
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench_structure_"))
     print(f"thresholds: a named probe >= {PROBE_SHARE}, own >= {OWN_SHARE} of the residual's variance; a residual "
@@ -169,6 +224,8 @@ def main() -> None:
         coupled_cases()
     if "spring" in args.cases:
         spring_cases(work)
+    if "mixed" in args.cases:
+        mixed_cases(work)
     if "real" in args.cases:
         if args.data:
             real_cases(Path(args.data), work)
