@@ -54,12 +54,8 @@ POSITION_MARGIN = 0.05
 VELOCITY_TOLERANCE = 0.25
 VELOCITY_LAG_S = 0.02    # a measured velocity shifted this much against dq/dt is not used by default
 GAIN_WARN = (0.67, 1.5)
-# Against an identified model (validation), where it explains a joint's effort almost fully
-# (|partial correlation| >= RESULT_CORRELATION), its slope is known to a few %: recordings of
-# the same arm give 0.94-1.01 (KUKA, UR10e, the demo), one of the demo arm with 1.3x masses
-# 1.24-1.25; outside RESULT_GAIN_WARN the recording is not the identified arm as it was.
-RESULT_GAIN_WARN = (0.85, 1.18)
-RESULT_CORRELATION = 0.99
+# against an identified model explaining a joint almost fully: the same arm 0.94-1.01 (KUKA, UR10e,
+RESULT_GAIN_WARN, RESULT_CORRELATION = (0.85, 1.18), 0.99   # demo), the demo arm with 1.3x masses 1.24-1.25
 GAIN_ERROR = (1 / 3, 3.0)
 MIN_PARTIAL_CORRELATION = 0.5
 MOVING = 0.01            # rad or m: a joint moving less than this is "not moving"
@@ -320,14 +316,12 @@ def velocity_lagging(st: JointRecordingStats) -> bool:
 
 # ------------------------------------------------------------------- model checks
 def off_prediction(slopes: dict) -> list[tuple[str, float]]:
-    """(joint, slope) where measured efforts do not follow an identified result's prediction
-    they are compared with (validation): slope outside GAIN_WARN where the prediction explains
-    them (partial correlation >= MIN_PARTIAL_CORRELATION), or outside RESULT_GAIN_WARN where
-    it explains them almost fully (>= RESULT_CORRELATION)."""
-    def off(a, r):
-        band = RESULT_GAIN_WARN if abs(r) >= RESULT_CORRELATION else GAIN_WARN
-        return abs(r) >= MIN_PARTIAL_CORRELATION and not band[0] <= a <= band[1]
-    return [(j, a) for j, (a, r) in slopes.items() if off(a, r)]
+    """(joint, slope) where measured efforts do not follow an identified result's prediction: slope
+    outside GAIN_WARN where it explains them (partial correlation >= MIN_PARTIAL_CORRELATION),
+    outside RESULT_GAIN_WARN where it explains them almost fully (>= RESULT_CORRELATION)."""
+    band = {True: RESULT_GAIN_WARN, False: GAIN_WARN}
+    return [(j, a) for j, (a, r) in slopes.items() if abs(r) >= MIN_PARTIAL_CORRELATION
+            and not band[abs(r) >= RESULT_CORRELATION][0] <= a <= band[abs(r) >= RESULT_CORRELATION][1]]
 
 
 def judge_gains(slopes: dict, skip: Sequence[str] = (), tool: tuple | None = None,
