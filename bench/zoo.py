@@ -1,8 +1,8 @@
 """Every fixed-base arm of example-robot-data through design -> simulate -> identify.
 
 For each arm (UR3, UR5, UR10, Panda, JACO2, xArm7, Z1, SO-100, SO-101, the TriFinger
-finger, the two-link ASR arm, the double pendulum, Baxter's left arm with the rest of the
-robot locked): the CAD is the vendor's URDF; the simulated truth is the
+finger, the two-link ASR arm, Baxter's left arm with the rest of the robot locked; not the
+double pendulum, whose URDF's limits are all 0 -- placeholders no design can use): the CAD is the vendor's URDF; the simulated truth is the
 CAD with every body perturbed by up to 15 % (mass x U(0.85, 1.15), rotational inertia
 about the centre of mass x an independent U(0.85, 1.15): physically consistent; centre
 of mass moved by up to 15 % of its distance from the joint frame per axis, at most 5 mm),
@@ -67,7 +67,6 @@ ARMS = {
     "finger_edu": ("finger_edu_description/robots", "finger_edu.urdf", None,
                    "finger_edu_description/srdf/finger_edu.srdf"),
     "twodof": ("asr_twodof_description/urdf", "TwoDofs.urdf", None, None),
-    "double_pendulum": ("double_pendulum_description/urdf", "double_pendulum.urdf", None, None),
     "baxter_left": ("baxter_description/urdf", "baxter.urdf",
                     ("left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"),
                     "baxter_description/srdf/baxter_manipulation.srdf"),

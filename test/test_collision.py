@@ -463,3 +463,32 @@ def test_excitation_run_aborts_before_moving_when_no_safe_approach(demo_urdf):
     acts = run.start(0.0)
     assert run.phase == Phase.ABORTED and not any(isinstance(x, SendTrajectory) for x in acts)
     assert "not moving" in run.detail.lower() or "collision" in run.detail
+
+
+def test_a_rest_to_rest_design_without_a_start_pose_starts_at_the_nearest_clear_pose(ur5, ur5_cm, ur5_urdf):
+    """The UR5's mid-range pose (every joint at 0: the arm stretched at shoulder height) puts its
+    wrist below the floor, and a rest-to-rest family (the default, modified_fourier) starts
+    there when the config gives no start pose: `design` stopped with 'the start pose is closer
+    than the collision margin'. It now starts at the nearest pose that keeps the margin
+    (said in a note); the independent oracle (original meshes, the floor) agrees on both poses."""
+    from collision_oracle import mesh_clearance
+
+    from robot_ident.excitation.designer import _clear_start
+    lim = LimitSpec.from_model(ur5, [6.0] * 6)
+    spec, note = _clear_start(DesignSpec(family="modified_fourier"), ur5.joint_names, lim, ur5_cm)
+    assert spec.start_pose is not None and note.startswith("note: the mid-range start pose is closer")
+    q = np.array(spec.start_pose)
+    b = lim.bounds()
+    assert np.all(q >= b.lower) and np.all(q <= b.upper)
+    # the links that reach the floor (the shoulder and upper arm sit on the base: a reduced margin)
+    reach = [("forearm_link", "floor"), ("wrist_1_link", "floor"), ("wrist_2_link", "floor"),
+             ("wrist_3_link", "floor"), ("ee_link", "floor")]
+    mid = mesh_clearance(ur5_urdf, ur5.joint_names, [np.zeros(6)], package_dirs=[share_dir()], floor=0.0)
+    assert min(mid[k][0] for k in reach) < 0.03                     # the truth: mid-range is not clear
+    new = mesh_clearance(ur5_urdf, ur5.joint_names, [q], package_dirs=[share_dir()], floor=0.0)
+    assert min(new[k][0] for k in reach) >= 0.03
+    assert min(d for d, _ in new.values()) > 0.0                    # no contact anywhere
+    assert np.linalg.norm(q) < 2.0                                    # near mid-range, not anywhere
+    same, none = _clear_start(DesignSpec(family="modified_fourier", start_pose=None), ur5.joint_names, lim,
+                              CollisionModel(ur5, CollisionSpec(package_dirs=(str(share_dir()),), floor=None)))
+    assert same.start_pose is None and none == ""                    # mid-range clear without the floor

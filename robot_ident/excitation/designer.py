@@ -170,6 +170,27 @@ def _limit_repair(problem, param, x, limits, model, spec, start):
     return x, traj, report
 
 
+def _clear_start(spec: DesignSpec, joint_names, limits: LimitSpec, collision) -> tuple[DesignSpec, str]:
+    """A rest-to-rest family without a configured start pose starts mid-range; where that pose
+    is closer than the collision margin, the nearest clear pose instead (collision/design.py),
+    said in a note. Unchanged when mid-range is clear or no clear pose is found (the start
+    clearance check then names the pair)."""
+    from dataclasses import replace
+
+    from .collision.design import clear_start_pose
+    b = limits.bounds()
+    lo = np.where(np.isfinite(b.lower), b.lower, 0.0)
+    hi = np.where(np.isfinite(b.upper), b.upper, 0.0)
+    mid = 0.5 * (lo + hi)
+    q = clear_start_pose(collision, mid, lo, hi, seed=spec.seed)
+    if q is None:
+        return spec, ""
+    pose = ", ".join(f"{j}: {v:.3g}" for j, v in zip(joint_names, q))
+    return replace(spec, start_pose=tuple(float(v) for v in q)), (
+        f"note: the mid-range start pose is closer than the collision margin; the excitation starts and ends at "
+        f"the nearest clear pose instead ({pose}); set excitation.start_pose to choose it")
+
+
 def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
                       problem: ExcitationProblem | None = None, collision=None, progress=None) -> DesignResult:
     from ..model.base import BaseParameters
@@ -181,6 +202,9 @@ def design_excitation(model, limits: LimitSpec, spec: DesignSpec, base=None,
     limits, range_note = design_ranges(limits, spec)
     base = base if base is not None else BaseParameters.from_model(model)
     use_collision = collision is not None and collision.active
+    if use_collision and problem is None and spec.start_pose is None and spec.family != "fourier":
+        spec, note = _clear_start(spec, model.joint_names, limits, collision)
+        range_note = "\n".join(x for x in (range_note, note) if x)
     if problem is None:
         param = make_parameterisation(spec, model.joint_names, limits)
         problem = ExcitationProblem(model, base, param, limits, spec.criterion, spec.joint_weights,

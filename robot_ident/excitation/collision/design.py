@@ -21,6 +21,29 @@ def check_start_clearance(cm, param, spec):
                               f"{d[p]:.3g} m (margin {cm.margins[p]:.3g} m); give excitation.start_pose elsewhere")
 
 
+def clear_start_pose(cm, start: np.ndarray, lower: np.ndarray, upper: np.ndarray, seed: int = 0,
+                     rounds: tuple = (0.05, 0.1, 0.2, 0.35, 0.5), per_round: int = 64):
+    """A start pose near `start` (the mid-range a rest-to-rest family starts from when the
+    config gives none) that keeps every pair its margin apart, or None when `start`
+    already keeps them or none is found. Candidates: `start` moved by Gaussian steps of a
+    growing share of each joint's half range, within the bounds; the clear one nearest
+    `start` (in half ranges) is taken. (The UR5's mid-range pose -- every joint at 0, the arm
+    stretched at shoulder height -- puts its wrist below the floor.)"""
+    d0 = cm.clearances(np.asarray(start, float)[None])[0]
+    if not d0.size or (d0 - cm.margins).min() >= 0:
+        return None
+    half = 0.5 * (upper - lower)
+    rng = np.random.default_rng(seed)
+    for share in rounds:
+        cand = np.clip(start + rng.normal(size=(per_round, start.size)) * share * half, lower, upper)
+        D = cm.clearances(cand)
+        ok = np.flatnonzero((D - cm.margins).min(axis=1) >= 0)
+        if ok.size:
+            far = np.linalg.norm((cand[ok] - start) / np.where(half > 0, half, 1.0), axis=1)
+            return cand[ok[int(np.argmin(far))]]
+    return None
+
+
 def dense_distances(traj, cm, dt):
     T = float(traj.duration)
     n_pts = int(np.ceil(T / dt)) + 1
