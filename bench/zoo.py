@@ -3,8 +3,9 @@
 For each arm (UR3, UR5, UR10, Panda, JACO2, xArm7, Z1, SO-100, SO-101, the TriFinger
 finger, the two-link ASR arm, Baxter's left arm with the rest of the robot locked; not the
 double pendulum, whose URDF's limits are all 0 -- placeholders no design can use): the CAD
-is the vendor's URDF; the simulated truth is the CAD with every body perturbed by up to 15 % (mass x U(0.85, 1.15), rotational inertia
-about the centre of mass x an independent U(0.85, 1.15): physically consistent; centre
+is the vendor's URDF; the simulated truth is the CAD with every body perturbed by up to 15 %
+(mass x U(0.85, 1.15), rotational inertia about the centre of mass x an independent
+U(0.85, 1.15): physically consistent; centre
 of mass moved by up to 15 % of its distance from the joint frame per axis, at most 5 mm),
 the friction and armature of the `simulation:` section's defaults (the URDF's `<dynamics>`, else
 none; a rotor of 1e-3 kg*m^2 per N*m of the joint's URDF effort limit within 0.005-0.5, as
