@@ -162,14 +162,23 @@ def judge_inputs(joints, labels, rms, relative) -> list[dict]:
         if not np.isfinite(col).all() or len(col) < 2:
             continue
         hi, lo = int(np.argmax(col)), int(np.argmin(col))
-        if col[hi] >= INPUTS_RATIO * col[lo] and relative[hi, j] >= INPUTS_SHARE:
-            out.append({"joint": name, "probe": "inputs", "share": float(col[hi] / max(col[lo], 1e-300)),
-                        "relative_rms": float(relative[hi, j]),
-                        "cause": f"the identification inputs disagree: its residual is {col[hi] / col[lo]:.3g} x as "
-                                 f"large in {labels[hi]} ({100 * relative[hi, j]:.3g} % of its effort RMS) as in "
-                                 f"{labels[lo]} -- another robot, transmission, payload or config in one of them: "
-                                 "one model cannot fit both"})
+        f = _disagreement(name, col[hi], col[lo], relative[hi, j],
+                          f"its residual is {col[hi] / max(col[lo], 1e-300):.3g} x as large in {labels[hi]} "
+                          f"({100 * relative[hi, j]:.3g} % of its effort RMS) as in {labels[lo]}")
+        if f:
+            out.append(f)
     return out
+
+
+def _disagreement(joint: str, large: float, small: float, relative: float, what: str) -> dict | None:
+    """An "inputs" finding when residual `large` is INPUTS_RATIO times `small` and INPUTS_SHARE
+    of the effort RMS (`relative`): one model cannot fit the inputs compared."""
+    if not (large >= INPUTS_RATIO * max(small, 1e-300) and relative >= INPUTS_SHARE):
+        return None
+    return {"joint": joint, "probe": "inputs", "share": float(large / max(small, 1e-300)),
+            "relative_rms": float(relative),
+            "cause": f"the identification inputs disagree: {what} -- another robot, transmission, payload or "
+                     "config in one of them: one model cannot fit them all"}
 
 
 def judge_own_fits(joints, labels, rms, relative, own_rms, own_structure) -> list[dict]:
@@ -194,14 +203,12 @@ def judge_own_fits(joints, labels, rms, relative, own_rms, own_structure) -> lis
             mine = float(own_rms[i][j])
             if name in seen or not (np.isfinite(mine) and np.isfinite(rms[i, j])):
                 continue
-            if rms[i, j] >= INPUTS_RATIO * max(mine, 1e-300) and relative[i, j] >= INPUTS_SHARE:
+            f = _disagreement(name, rms[i, j], mine, relative[i, j],
+                              f"fitted alone, {label} leaves {mine:.3g} on this joint, fitted with the others "
+                              f"{rms[i, j]:.3g} ({100 * relative[i, j]:.3g} % of its effort RMS)")
+            if f:
                 seen.add(name)
-                out.append({"joint": name, "probe": "inputs", "share": float(rms[i, j] / max(mine, 1e-300)),
-                            "relative_rms": float(relative[i, j]),
-                            "cause": f"the identification inputs disagree: fitted alone, {label} leaves "
-                                     f"{mine:.3g} on this joint, fitted with the others {rms[i, j]:.3g} "
-                                     f"({100 * relative[i, j]:.3g} % of its effort RMS) -- another robot, "
-                                     "transmission, payload or config in one of them: one model cannot fit all"})
+                out.append(f)
     return out
 
 
