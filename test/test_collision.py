@@ -492,3 +492,24 @@ def test_a_rest_to_rest_design_without_a_start_pose_starts_at_the_nearest_clear_
     same, none = _clear_start(DesignSpec(family="modified_fourier", start_pose=None), ur5.joint_names, lim,
                               CollisionModel(ur5, CollisionSpec(package_dirs=(str(share_dir()),), floor=None)))
     assert same.start_pose is None and none == ""                    # mid-range clear without the floor
+
+
+def test_a_body_spread_by_locked_links_is_hulled_link_by_link():
+    """Baxter's left arm with the rest locked: the torso's body also holds the pedestal and the
+    locked right arm's gripper fingers, and its one convex hull (2.3 x its links' own hulls)
+    reached over the left shoulder: no start pose was feasible. Such a body (over
+    SPLIT_VOLUME_RATIO) gets one hull per link, with no pairs among them; a hand with its
+    fingers (the Panda: 1.2 x, the JACO2: 1.6 x) stays one hull."""
+    from robot_ident.excitation.collision.hulls import SPLIT_VOLUME_RATIO
+    robots = share_dir() / "example-robot-data" / "robots"
+    left = ("left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2")
+    bax = CollisionModel(RobotModel(robots / "baxter_description" / "urdf" / "baxter.urdf", left),
+                         CollisionSpec(package_dirs=(str(share_dir()),)))
+    names = set(bax._names)
+    assert {"torso", "pedestal", "r_gripper_l_finger"} <= names and 2.0 <= SPLIT_VOLUME_RATIO < 2.3
+    torso = [n for n, j in zip(bax._names, bax._joint) if j == bax._joint[bax._names.index("torso")]]
+    assert not [p for p in bax.pairs if p.first in torso and p.second in torso]        # one body: no pairs
+    assert any(p.first == "torso" or p.second == "torso" for p in bax.pairs)
+    panda = CollisionModel(RobotModel(robots / "panda_description" / "urdf" / "panda.urdf", PANDA_ARM),
+                           CollisionSpec(package_dirs=(str(share_dir()),)))
+    assert "panda_link7+panda_hand+panda_leftfinger+panda_rightfinger" in panda._names

@@ -58,34 +58,56 @@ def _points(g) -> np.ndarray | None:
     return v @ g.placement.rotation.T + g.placement.translation
 
 
+# A body whose one hull is more than this many times the summed volume of its links' own
+# hulls is hulled link by link: Baxter's torso with the locked right arm, head and pedestal
+# made one hull that covered the left arm's shoulder, and no design was feasible.
+SPLIT_VOLUME_RATIO = 2.0
+
+
+def _hull_volume(points: np.ndarray) -> float:
+    from scipy.spatial import ConvexHull
+    try:
+        return float(ConvexHull(points).volume)
+    except Exception:  # noqa: BLE001 - flat or degenerate: no volume
+        return 0.0
+
+
 def body_hulls(model, gm):
     """One convex hull per body (joint of the reduced model) of all its mesh and box
     geometries; curved primitives stay separate. Returns the new GeometryModel and, per
     geometry, the links it covers and the indices of the original geometries (in `gm`) it
     stands for. A body's hull contains each of its parts (conservative), and the Panda's
     hand, fingers and link 7 then make one geometry instead of ten: far fewer pairs, and
-    no same-body pairs."""
+    no same-body pairs. A body whose one hull would be SPLIT_VOLUME_RATIO times its links'
+    (locked links spread around the robot) gets one hull per link instead; its hulls are
+    still one body (no pairs among them)."""
     out, members, originals = pin.GeometryModel(), [], []
     groups: dict[int, list] = {}
     for k, g in enumerate(gm.geometryObjects):
         groups.setdefault(int(g.parentJoint), []).append((k, g))
     for joint, gs in groups.items():
-        pts, links, idx, rest = [], [], [], []
+        by_link: dict[str, list] = {}
+        rest = []
         for k, g in gs:
             p = _points(g)
             link = model.frames[g.parentFrame].name
             if p is None:
                 rest.append((k, g, link))
             else:
-                pts.append(p)
-                idx.append(k)
-                if link not in links:
-                    links.append(link)
-        if pts:
+                by_link.setdefault(link, []).append((k, p))
+        clusters = [list(by_link)] if by_link else []
+        if len(by_link) > 1:
+            whole = _hull_volume(np.vstack([p for parts in by_link.values() for _, p in parts]))
+            own = sum(_hull_volume(np.vstack([p for _, p in parts])) for parts in by_link.values())
+            if whole > SPLIT_VOLUME_RATIO * own:
+                clusters = [[link] for link in by_link]
+        for links in clusters:
+            idx = [k for link in links for k, _ in by_link[link]]
+            pts = np.vstack([p for link in links for _, p in by_link[link]])
             name = "+".join(links)
             first = gm.geometryObjects[idx[0]]
             out.addGeometryObject(pin.GeometryObject(name, joint, first.parentFrame, pin.SE3.Identity(),
-                                                     convex_hull(np.vstack(pts), name)))
+                                                     convex_hull(pts, name)))
             members.append(tuple(links))
             originals.append(tuple(idx))
         for k, g, link in rest:
