@@ -26,14 +26,18 @@ MAIN_SHARE = 0.25          # a term is named when its weight is at least this sh
 RANDOM_STATES = 300
 
 
+def join_terms(terms) -> str:
+    """The terms of a direction in words: "a, b and c", or "a from the rest" alone."""
+    return ", ".join(terms[:-1]) + f" and {terms[-1]}" if len(terms) > 1 else f"{terms[0]} from the rest"
+
+
 def name_terms(names, vector) -> tuple[list[str], list[float], str]:
     """The main terms of a direction (sign: the largest positive), their weights and the words."""
     k = np.argsort(-np.abs(vector))
     main = [int(i) for i in k[:3] if abs(vector[i]) >= MAIN_SHARE * abs(vector[k[0]])]
     sign = np.sign(vector[main[0]])
     terms = [names[i] for i in main]
-    text = ", ".join(terms[:-1]) + f" and {terms[-1]}" if len(terms) > 1 else f"{terms[0]} from the rest"
-    return terms, [float(vector[i] * sign) for i in main], text
+    return terms, [float(vector[i] * sign) for i in main], join_terms(terms)
 
 
 def motion_separation(model, base, step: np.ndarray, seed: int = 0) -> float:

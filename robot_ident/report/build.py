@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..estimation.conditioning import IMPACT_FRACTION
+from ..estimation.weak_directions import join_terms
 from . import figures as F
 from .findings import Finding, numeric_findings, recorded_findings
 from .inputs import ReportInputs
@@ -183,9 +184,8 @@ def key_answers(d: ReportData) -> list[str]:
     weak = ((d.result or {}).get("model_quality") or {}).get("weakest_direction")
     if weak:
         terms, share = weak["parameters"], weak["effort_change_per_std_percent"]
-        what = (", ".join(terms[:-1]) + f" and {terms[-1]}" if len(terms) > 1 else f"{terms[0]} from the rest")
-        out.append(f"Weakest direction: this motion tells apart {what} least; one standard deviation along it "
-                   f"moves the predicted efforts by {share:.2g} % of their RMS"
+        out.append(f"Weakest direction: this motion tells apart {join_terms(terms)} least; one standard deviation "
+                   f"along it moves the predicted efforts by {share:.2g} % of their RMS"
                    + (": too little to matter" if share < 100 * IMPACT_FRACTION else
                       ": " + weak.get("advice", "another excitation would separate them (robot-ident design)")))
     elif d.chart is not None and len(d.chart.index):
