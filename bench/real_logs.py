@@ -18,6 +18,9 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           git -C F archive 4e2e5a2992f2175aa4e494c0d827590435a969a8 data/KUKA/HW model/kuka_lwr4.urdf \
               | tar -x -C DATA/kuka
           The recordings were low-passed by their authors (about 2-3 Hz) before saving.
+          Runs 1 and 2 are one trajectory twice (positions within 6 mrad), run 3 another:
+          `kuka` identifies on 1 and validates on 2 (a repeat: identify notes it), `kuka-new`
+          identifies on 1 and validates on 3, `kuka-new-back` identifies on 3 and validates on 1.
   tx40/   Staubli TX40, motor torques and motor angles, 5 kHz, 9 s, coupled wrist (FIGAROH examples,
           Apache-2.0):
           git clone https://github.com/thanhndv212/figaroh-examples X
@@ -28,7 +31,8 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           git -C U archive 11af40e7deb758ec080a175fed8fcdd6c99aca29 dataset_ur10e URe/urdf | tar -x -C DATA/ur10e
           Currents become joint torques by the author's drive gains (UR10E_parameters.txt).
 
-    python bench/real_logs.py [--data DATA] [--logs panda kuka ur10e tx40] [--methods physical wls]
+    python bench/real_logs.py [--data DATA] [--logs panda kuka kuka-new kuka-new-back ur10e tx40]
+                              [--methods physical wls]
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+KUKA_RUNS = {"kuka": (1, 2), "kuka-new": (1, 3), "kuka-new-back": (3, 1)}
 # UR10e drive gains [N*m/A] (joint side), estimated by the dataset's author with a known payload
 UR10E_GAINS = (10.0, 10.6956, 8.4566, 9.0029, 9.48, 10.1232)
 TX40_GEARS = (32.0, 32.0, 45.0, -48.0, 45.0, 32.0)     # motor / joint, the authors' (joint 4 reversed)
@@ -86,11 +91,11 @@ def prepare(name: str, data: Path, work: Path) -> dict:
         table = write_npz(load_log(data / "panda"), work / "panda.npz")
         return {"urdf": panda_urdf(), "config": cfg, "inputs": [table], "validate": [],
                 "holdout": Holdout(every=5, block_s=2.0), "joints": JOINTS}
-    if name == "kuka":
+    if name in KUKA_RUNS:
         hw = data / "kuka" / "data" / "KUKA" / "HW"
         joints = tuple(f"lwr_{k}_joint" for k in range(7))
         tables = []
-        for k in (1, 2):
+        for k in KUKA_RUNS[name]:        # identification run, validation run
             z = np.load(hw / f"measurements_{k}.npz")
             tables.append(_npz(work / f"kuka_{k}.npz", z["times"] - z["times"][0], joints, z["positions"],
                                z["velocities"], z["torques"]))
@@ -184,7 +189,7 @@ def run(name: str, data: Path, methods, work: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=os.environ.get("ROBOT_IDENT_REAL_LOGS"))
-    ap.add_argument("--logs", nargs="+", default=["panda", "kuka", "ur10e", "tx40"])
+    ap.add_argument("--logs", nargs="+", default=["panda", "kuka", "kuka-new", "kuka-new-back", "ur10e", "tx40"])
     ap.add_argument("--methods", nargs="+", default=["physical", "wls"])
     args = ap.parse_args()
     if not args.data:

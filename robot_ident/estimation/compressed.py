@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ..data.signals import ProcessedData
+from ..data.signals import ProcessedData, concatenate, decimation_stride
 from ..errors import IdentificationError
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
@@ -187,3 +187,17 @@ def validate_runs(result, model: RobotModel, runs, threshold: float, guard_s: fl
         if progress is not None:
             progress(acc.done, total)
     return acc.report(noise_std, threshold, model.limits.effort)
+
+
+def decimated(runs, model, threshold, guard_s, max_samples: int = 3000, block: int = 50_000) -> tuple:
+    """(data, moving) of every s-th sample of the row runs, block by block (the dead band
+    judged at full rate within each run)."""
+    s = decimation_stride(run_rows(runs), max_samples)
+    kept, masks, done = [], [], 0
+    for d, mask in run_chunks(runs, threshold, guard_s, block, model):
+        idx = np.arange(-done % s, d.n_samples, s)
+        done += d.n_samples
+        if idx.size:
+            kept.append(d.subset(idx))
+            masks.append(mask[idx])
+    return concatenate(kept), np.concatenate(masks)

@@ -17,13 +17,14 @@ import numpy as np
 
 from ..data.holdout import Holdout, holdout_flags, runs_of
 from ..data.processing import Processed, input_fingerprint, input_label, process_input
-from ..data.signals import concatenate, decimation_stride
+from ..data.signals import concatenate
 from ..errors import ConfigError, IdentificationError, SignalError
 from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
 from ..util.progress import Progress
 from . import IdentificationResult
-from .compressed import CHUNK_SAMPLES, PLOT_POINTS, accumulate, run_chunks, run_rows, validate_runs
+from .compressed import CHUNK_SAMPLES, PLOT_POINTS, accumulate, decimated, run_rows, validate_runs
+from .retrace import retraced_inputs
 from .validation import ValidationReport, not_validated_lines
 
 COMPRESSED_METHODS = ("ols", "wls", "physical")
@@ -207,7 +208,8 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                         vprocessed = process_input(src, cfg, lambda _r: [settings.filter], into=vprocessed,
                                                    joints=model.joint_names, progress=progress.counter("msg"),
                                                    unwrap=_continuous(model))
-                other = _other_recordings(model, result, vprocessed)
+                other = _other_recordings(model, result, vprocessed) + retraced_inputs(model, ident_runs, vprocessed,
+                                                                                       thr, guard)
                 valid_runs += [(vprocessed.store, a, b) for a, b in vprocessed.segment_rows()]
             if valid_runs:
                 with progress.stage("validate"):
@@ -375,20 +377,6 @@ def _other_recordings(model, result, vprocessed) -> list[str]:
                        + ": another robot's or payload's recording, or another torque constant or direction? Its "
                          "ratios measure that, not the model")
     return out
-
-
-def decimated(runs, model, threshold, guard_s, max_samples: int = 3000, block: int = 50_000) -> tuple:
-    """(data, moving) of every s-th sample of the row runs, block by block (the dead band
-    judged at full rate within each run)."""
-    s = decimation_stride(run_rows(runs), max_samples)
-    kept, masks, done = [], [], 0
-    for d, mask in run_chunks(runs, threshold, guard_s, block, model):
-        idx = np.arange(-done % s, d.n_samples, s)
-        done += d.n_samples
-        if idx.size:
-            kept.append(d.subset(idx))
-            masks.append(mask[idx])
-    return concatenate(kept), np.concatenate(masks)
 
 
 # ----------------------------------------------------------------------- validate

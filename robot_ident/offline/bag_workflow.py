@@ -174,6 +174,7 @@ def validate_bag(bag, result_dir, urdf=None, config_path=None, progress: Progres
     from ..estimation.flow import validate_source
     report, n, findings, kept = validate_source(bag, cfg, vsettings.filter, model, base, values, thr, guard, sigma,
                                                 progress, judge=lambda slopes: _other_robot(slopes, rdir))
+    in_sample += _retraces_result(rdir, bag, kept[0])
     # the samples for the report go next to the validation file (the result folder by default)
     write_validation_samples(out.parent, model, *kept, max_samples=kept[0].n_samples)
     doc = {"format": VALIDATION_FORMAT, "bag": str(bag), "result": str(rdir), "samples": int(n),
@@ -204,6 +205,18 @@ def _structure_of_result(d: dict, rdir) -> list[str]:
     return [f"warning: result {rdir} misses structure its identification data showed (on joint "
             + ", ".join(repr(f.get("joint")) for f in found) + "): these ratios cannot clear it -- a wrong "
             "structure is as wrong on every recording; fix the config (see its result.yaml model_quality)"]
+
+
+def _retraces_result(rdir, bag, data) -> list[str]:
+    """The note when `bag`'s kept samples retrace the identification's motion (the result's
+    samples.npz; nothing to compare without one, or when its joints differ)."""
+    from ..estimation.retrace import retrace_note, retraced_fraction
+    from ..io.samples import read_samples
+    stored = read_samples(rdir)
+    ident = None if stored is None else stored.sets.get("identification")
+    if ident is None or ident.q is None or ident.qd is None or stored.joints != tuple(data.joint_names):
+        return []
+    return retrace_note(str(bag), retraced_fraction(ident.t, ident.q, ident.qd, data.q, data.qd))
 
 
 def _other_robot(slopes: dict, rdir) -> list:
