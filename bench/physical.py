@@ -108,7 +108,7 @@ def real_logs(data: Path) -> None:
     from robot_ident.offline.inputs import identify_inputs
     work = Path(tempfile.mkdtemp(prefix="bench_physical_"))
     print("\nreal logs, defaults (physical) against --method wls, held-out or validation-recording RMS:")
-    for name in ("panda", "kuka", "ur10e", "tx40"):
+    for name in ("panda", "kuka", "kuka-new", "kuka-new-back", "ur10e", "tx40"):
         p = logs.prepare(name, data, work)
         out = {}
         for method in ("physical", "wls"):
@@ -125,7 +125,7 @@ def real_logs(data: Path) -> None:
                     for b, info in (getattr(phys, "bodies", None) or {}).items() if info["bounds_active"]]
         negative = [t.split("'")[1] for t in (phys.quality or {}).get("data_against_bounds", ())
                     if "want a negative" in t]
-        print(f"  {name:<6} physical / wls per joint: {' '.join(f'{x:.3f}' for x in r)} (worst {np.nanmax(r):.3f}, "
+        print(f"  {name:<13} physical / wls per joint: {' '.join(f'{x:.3f}' for x in r)} (worst {np.nanmax(r):.3f}, "
               f"target <= 1.05); bodies at a bound: {', '.join(at_bound) or 'none'}; "
               f"negative armature/friction held at 0: {', '.join(negative) or 'none'}")
 

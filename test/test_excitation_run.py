@@ -311,20 +311,29 @@ def test_topic_mode_runs_on_time_and_holds_on_abort(limits):
     assert run.phase == Phase.ABORTED
     # no measured velocity: the commanded path's velocity at the stop is the one to brake, within the
     # limits for any controller latency in the planned range (the controller on another clock here)
+    # The arm goes on along the commanded path until the controller takes the hold: the check follows
+    # that path itself; the plan assumes its acceleration at the stop constant (a few % off here).
     qd_cmd = send2_traj.sample(np.array([f.now - t_sent]))[1][0]
+
+    def along(lat):
+        q, qd = send2_traj.sample(np.array([f.now - t_sent, f.now - t_sent + lat]))[:2]
+        return q_before + q[1] - q[0], qd[1]
     acc = limits.bounds().acceleration
     lo, hi = run.latency_range()
-    peaks = cubic_peaks(hold.points, q_before, qd_cmd, 0.0, np.linspace(lo, hi, 23))
-    assert np.all(peaks <= HOLD_PEAK * acc * (1 + 1e-3)) and peaks.max() > 0.5
+    peaks = cubic_peaks(hold.points, q_before, qd_cmd, 0.0, np.linspace(lo, hi, 23), path=along)
+    assert np.all(peaks <= HOLD_PEAK * acc * 1.05) and peaks.max() > 0.5
+    coasting = cubic_peaks(hold.points, q_before, qd_cmd, 0.0, np.linspace(lo, hi, 23))
+    assert np.any(np.abs(coasting - peaks) > 0.05 * acc)         # the path's acceleration matters here
     run._qd = np.where(np.arange(len(run._q)) == 0, 4.0 * limits.bounds().acceleration[0], 0.0)   # fast joint 1
     pt = run.hold_points()["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
     assert 4.0 / HOLD_PEAK <= T <= 4.0      # 4 x a_max rad/s takes seconds to brake, not stop_time
 
 
-def cubic_peaks(hold, q_js, qd, js_time, latencies, n=2001):
+def cubic_peaks(hold, q_js, qd, js_time, latencies, n=2001, qdd=None, path=None):
     """The joint_trajectory_controller's cubic (checked numerically, not by the planner's formula):
-    for a take `latency` after the joint state at `js_time` (q_js, qd; the arm coasting meanwhile),
+    for a take `latency` after the joint state at `js_time` (q_js, qd; the arm going on meanwhile at
+    acceleration `qdd`, default coasting; or, given `path(latency) -> (q, qd)`, along that path),
     from (position, velocity) there to the hold point at rest; the peak |acceleration| of each joint
     over the latencies (n,) by second differences of sampled positions."""
     (pt,) = hold["points"]
@@ -332,14 +341,15 @@ def cubic_peaks(hold, q_js, qd, js_time, latencies, n=2001):
     anchored = hold["stamp_ns"] != 0
     x1 = np.asarray(pt["positions"])
     out = np.zeros(len(x1))
+    qdd = np.zeros_like(np.asarray(qd, float)) if qdd is None else np.asarray(qdd, float)
     for lat in latencies:
-        x0 = q_js + qd * lat
+        x0, v0 = path(lat) if path is not None else (q_js + qd * lat + 0.5 * qdd * lat**2, qd + qdd * lat)
         h = (js_time + T - (js_time + lat)) if anchored else T
         tt = np.linspace(0.0, h, n)
         for j in range(len(x1)):
-            # cubic with x(0) = x0, x'(0) = qd, x(h) = x1, x'(h) = 0, solved as a linear system
+            # cubic with x(0) = x0, x'(0) = v0, x(h) = x1, x'(h) = 0, solved as a linear system
             A = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, h, h**2, h**3], [0, 1, 2 * h, 3 * h**2]])
-            c = np.linalg.solve(A, [x0[j], qd[j], x1[j], 0.0])
+            c = np.linalg.solve(A, [x0[j], v0[j], x1[j], 0.0])
             x = c[0] + c[1] * tt + c[2] * tt**2 + c[3] * tt**3
             out[j] = max(out[j], np.abs(np.diff(x, 2)).max() / (tt[1] - tt[0]) ** 2)
     return out
@@ -599,12 +609,14 @@ def test_the_hold_brakes_within_the_limits_however_late_the_controller_takes_it(
     acc = limits.bounds().acceleration
     lo, hi = run.latency_range()
     age = 0.02
-    assert (lo, hi) == (pytest.approx(0.01), pytest.approx(0.07))    # no latency measured yet: 0.02 s
+    assert (lo, hi) == (pytest.approx(0.01), pytest.approx(0.05))    # no latency measured yet: 0.02 s
     inside = cubic_peaks(hold.points, START, qd, 100.01, age + np.linspace(lo, hi, 31))
     assert np.all(inside <= HOLD_PEAK * acc * (1 + 1e-3))
     assert inside.max() / acc[np.argmax(inside / acc)] > 1.0      # it uses the allowance: the time is short
     late = cubic_peaks(hold.points, START, qd, 100.01, [age + hi + 0.01])
-    assert np.all(late <= 1.5 * acc)
+    assert np.all(late <= (HOLD_PEAK + 0.25) * acc)            # 10 ms later: gradually harder
+    from robot_ident.online.excitation_actions import SETTING_PARAMETERS
+    assert f"within {HOLD_PEAK:g}x the acceleration limits" in SETTING_PARAMETERS["stop_latency_jitter"][0]
     pt = hold.points["points"][0]
     T = pt["time_from_start"]["sec"] + 1e-9 * pt["time_from_start"]["nanosec"]
     ratio = float((np.abs(qd) / acc).max())
@@ -681,7 +693,7 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     behind the arm by the time the controller ran it, and its cubic braked at up to 4x the limit.
     The controller's state gives the latency of each sent trajectory; the hold allows for it."""
     run = ExcitationRun(excitation(), limits, ExcitationSettings(stop_time=0.1))
-    assert run.latency_range() == (pytest.approx(0.01), pytest.approx(0.07))    # before any measurement
+    assert run.latency_range() == (pytest.approx(0.01), pytest.approx(0.05))    # before any measurement
     run.on_joint_state(100.0, JOINTS, START - 0.2)
     run.on_controller_state(100.0, JOINTS, 30.0, 100.0)
     run.start(100.0)                                                    # approach goal sent at 100.0
@@ -689,12 +701,13 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     assert run.latencies == [pytest.approx(0.047)] and run._motion.started_at == pytest.approx(100.047)
     run.on_goal_response(100.06, True)                                  # later: not the clock any more
     assert run._motion.started_at == pytest.approx(100.047)
-    assert run.latency_range() == (pytest.approx(0.0235), pytest.approx(0.097))
+    assert run.latency_range() == (pytest.approx(0.0235), pytest.approx(0.077))
     qd = np.array([1.0, 0, 0, 0, 0, 0])
     run.on_joint_state(100.2, JOINTS, START - 0.2, qd, stamp=100.2)
+    qdd = run._motion.trajectory.sample(np.array([100.2 - 100.047]))[2][0]     # the approach's, going on
     hold = run.stop(100.2)[0].points
     # anchored in time (the controller's stamps agree with our clock): from the joint state's stamp,
     # within the limit for a take anywhere in the measured range (shoulder_pan: 1 rad/s at 6 rad/s^2)
     assert hold["stamp_ns"] == pytest.approx(100.2e9)
-    peaks = cubic_peaks(hold, START - 0.2, qd, 100.2, np.linspace(0.0235, 0.097, 31))
-    assert peaks[0] <= HOLD_PEAK * limits.bounds().acceleration[0] * (1 + 1e-3) and np.all(peaks[1:] == 0)
+    peaks = cubic_peaks(hold, START - 0.2, qd, 100.2, np.linspace(0.0235, 0.077, 31), qdd=qdd)
+    assert np.all(peaks <= HOLD_PEAK * limits.bounds().acceleration * (1 + 1e-3)) and peaks[0] > 0

@@ -89,7 +89,7 @@ class ExcitationSettings:
     result_timeout: float = 5.0           # action mode: wait for the result after the last point
     stop_time: float = 0.1                # shortest time to come to rest when aborting, longer where the
     #                                       acceleration limits need it (measured on ROS: docs/ros2.md)
-    stop_latency_jitter: float = 0.05     # s: the hold stays within the limits (hold.HOLD_PEAK) for a
+    stop_latency_jitter: float = 0.03     # s: the hold stays within the limits (hold.HOLD_PEAK) for a
     #                                       controller that takes it up to this much later than the slowest measured
     acceptance_timeout: float = 0.5       # topic mode: the controller's state must show the sent trajectory
     #                                       as started within this [s] (when it publishes ~/controller_state)
@@ -130,8 +130,8 @@ SETTING_PARAMETERS = {
     "result_timeout": ("action interface: abort when no result this long after the expected end [s]", 0.1, 60.0),
     "stop_time": ("an abort's hold trajectory comes to rest in this time, or longer where the acceleration "
                   "limits need it [s]", 0.02, 5.0),
-    "stop_latency_jitter": ("an abort's hold keeps its deceleration within 1.2x the acceleration limits for a "
-                            "controller that takes it up to this much later than the slowest latency measured "
+    "stop_latency_jitter": ("an abort's hold keeps its deceleration within 1.35x the acceleration limits "
+                            "for a controller that takes it up to this much later than the slowest latency measured "
                             "(it comes to rest later the larger this is) [s]", 0.001, 1.0),
     "require_controller_state": ("topic interface: refuse to start when the controller publishes no "
                                  "~/controller_state (an inactive joint_trajectory_controller; false: another "

@@ -168,28 +168,32 @@ class ExcitationRun:
         return actions
 
     def _commanded(self, t: float):
-        """(q, qd) of the running motion's commanded path at `t` (None: no motion running)."""
+        """(q, qd, qdd) of the running motion's commanded path at `t` (None: no motion running;
+        past its end: at rest there)."""
         m = self._motion
         if m is None or m.started_at is None:
             return None
-        tau = min(max(t - m.started_at, 0.0), float(m.trajectory.duration))
-        q, qd, _ = m.trajectory.sample(np.array([tau]))
-        return q[0], qd[0]
+        tau = t - m.started_at
+        q, qd, qdd = m.trajectory.sample(np.array([min(max(tau, 0.0), float(m.trajectory.duration))]))
+        inside = 0.0 <= tau <= float(m.trajectory.duration)
+        return q[0], qd[0], qdd[0] if inside else np.zeros_like(qdd[0])
 
-    def _state_now(self, now: float | None) -> tuple[float, np.ndarray, np.ndarray]:
-        """(time, q, qd) the hold starts from: the last joint state when it is at most FRESH_S old
-        (its velocity, else the commanded path's); else, the node having fallen behind its joint
-        states, the running motion's commanded path at `now` (the arm follows it within
-        max_tracking_error); else the last joint state at rest."""
+    def _state_now(self, now: float | None) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+        """(time, q, qd, qdd) the hold starts from: the last joint state when it is at most FRESH_S
+        old (its velocity, else the commanded path's); else, the node having fallen behind its
+        joint states, the running motion's commanded path at `now` (the arm follows it within
+        max_tracking_error); else the last joint state at rest. The acceleration is the commanded
+        path's (the arm goes on along it until the controller takes the hold), else 0."""
         t = self._last_js_stamp if self._last_js_stamp is not None else self._last_js
         now = t if now is None else now
         cmd = self._commanded(t if now - t <= FRESH_S else now)
+        rest = np.zeros_like(self._q)
+        qdd = cmd[2] if cmd is not None else rest
         if now - t <= FRESH_S:
-            return t, self._q, (self._qd if self._qd is not None else
-                                cmd[1] if cmd is not None else np.zeros_like(self._q))
+            return t, self._q, (self._qd if self._qd is not None else cmd[1] if cmd is not None else rest), qdd
         if cmd is not None:
-            return now, cmd[0], cmd[1]
-        return now, self._q, np.zeros_like(self._q)
+            return now, cmd[0], cmd[1], qdd
+        return now, self._q, rest, rest
 
     def latency_range(self) -> tuple[float, float]:
         """From sending a trajectory to the controller running it (s): half the shortest and the
@@ -201,9 +205,9 @@ class ExcitationRun:
     def hold_points(self, now: float | None = None) -> dict:
         """The abort's hold trajectory (`hold.hold_message`) from `_state_now`, anchored in time
         when the controller runs on this clock."""
-        t, q, qd = self._state_now(now)
+        t, q, qd, qdd = self._state_now(now)
         return hold_message(self.joint_names, self.limits, self.settings.stop_time, t, q, qd, now,
-                            self.latency_range(), anchored=self.controller_same_clock and now is not None)
+                            self.latency_range(), anchored=self.controller_same_clock and now is not None, qdd=qdd)
 
     def _send(self, now: float, phase: Phase, traj) -> list:
         self._last_check = -np.inf

@@ -1,91 +1,98 @@
 """When an abort's hold point is due, and where: robust to when the controller takes it.
 
 The hold is one point at rest. The joint_trajectory_controller interpolates a cubic from its
-measured state (q, qd) at the moment it takes the trajectory to that point. The take comes
-some latency L after the joint state the hold is computed from; the arm coasts meanwhile.
-With the point at ``q + qd * gamma`` and due ``T`` after the joint state (anchored in time) or
-``T`` after the take (not anchored), the cubic's acceleration is linear in time, so its peak is
-at one end (per unit of velocity, with ``h`` the cubic's duration):
+state (x, v) at the moment it takes the trajectory to that point. The take comes some latency
+L after the joint state the hold is computed from; meanwhile the arm goes on along the
+excitation: ``x(L) = q + qd L + qdd L**2 / 2``, ``v(L) = qd + qdd L`` (qdd: the commanded
+path's acceleration at the state). With the point at ``g``, due ``T`` after the joint state
+(anchored in time: the cubic lasts ``h = T - L``) or ``T`` after the take (not anchored:
+``h = T``), the cubic's acceleration is linear in time, so its peak is at one end:
 
-    start: (6 (gamma - L) - 4 h) / h**2,    end: (2 h - 6 (gamma - L)) / h**2
+    start: (6 (g - x) - 4 v h) / h**2,    end: (2 v h - 6 (g - x)) / h**2
 
-A point planned for one latency brakes harder when the controller takes it later: measured on
-the real controller under load, 2.4x the acceleration limit for a take 63 ms late. So `plan`
-chooses the earliest T, and its gamma, whose cubic brakes within HOLD_PEAK times each joint's
-acceleration limit for every latency in [lo, hi] (the range measured, with a margin): an
-abort may brake up to 20 % harder than the excitation's limit, and no harder however the
-latency falls in that range. Past ``hi`` the peak grows gradually; nothing jumps.
+Each bound is an interval of g; a joint brakes within `peak` x its limit at every latency in
+[lo, hi] when the intervals over a grid of latencies meet. `plan` bisects for the earliest T
+at which they meet on every joint, and puts each joint's point in the middle of its
+intersection. A point planned for one latency brakes harder when the controller takes it
+later (measured on the real controller under load: 2.4x the limit for a take 63 ms late),
+and a point planned for a coasting arm brakes harder than planned when the arm was
+accelerating (measured: 1.53x against a plan of 1.2x): both are in the plan now. Past
+``hi`` the peak grows gradually; nothing jumps.
 
-Written by hand: a two-number minimax over a closed-form cubic; no library states it.
+Written by hand: an intersection of intervals over a closed-form cubic; no library states it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-HOLD_PEAK = 1.2       # x the limit: the planned deceleration, for any latency in the range
+HOLD_PEAK = 1.35      # x the limit: the planned deceleration, for any latency in the range
 _GRID = 41            # latencies checked across [lo, hi]
+_BISECT = 40
 
 
-def _peaks(gamma, T, L, anchored: bool):
-    """Peak |acceleration| per unit velocity (gamma (G, 1), L (1, K)): (G, K)."""
-    h = (T - L) if anchored else np.full_like(L, T)
-    d = 6.0 * (gamma - L)
-    return np.maximum(np.abs(d - 4.0 * h), np.abs(2.0 * h - d)) / h ** 2
+def _interval(T, x, v, L, A, anchored: bool):
+    """(lower, upper) (n,) of the points g whose cubic stays within |acceleration| <= A (n,) for
+    every latency L (K,), the arm at x, v (K, n) when taken."""
+    h = ((T - L) if anchored else np.full_like(L, T))[:, None]
+    band = A * h * h
+    start, end = x + v * h * (2.0 / 3.0), x + v * h / 3.0      # the centres of the start's and end's bounds
+    lo = (np.maximum(start, end) - band / 6.0).max(axis=0)
+    hi = (np.minimum(start, end) + band / 6.0).min(axis=0)
+    return lo, hi
 
 
-def _best_gamma(T, L, anchored: bool) -> tuple[float, float]:
-    """(worst peak over L, gamma) minimising it (convex in gamma: two grid passes)."""
-    lo, hi = 0.0, T + float(L.max())
-    g = w = None
-    for _ in range(2):
-        gs = np.linspace(lo, hi, 201)[:, None]
-        ws = _peaks(gs, T, L, anchored).max(axis=1)
-        i = int(np.argmin(ws))
-        g, w = float(gs[i, 0]), float(ws[i])
-        step = (hi - lo) / 200.0
-        lo, hi = max(g - step, 0.0), g + step
-    return w, g
-
-
-def plan(ratio: float, stop_time: float, lo: float, hi: float, anchored: bool,
-         peak: float = HOLD_PEAK) -> tuple[float, float]:
-    """(T, gamma) of the hold point for the joint with the largest ``|qd| / a_max`` (`ratio`, s):
-    the earliest T, at least `stop_time` after the latest take `hi`, whose cubic brakes within
-    `peak` x the limit at any latency in [`lo`, `hi`] (s)."""
+def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
+         peak: float = HOLD_PEAK) -> tuple[float, np.ndarray]:
+    """(T, offsets (n,)): the hold point is at ``q + offsets``, due T after the joint state
+    (anchored) or after the take. T is the earliest, at least `stop_time` after the latest
+    take `hi` (anchored; else `stop_time`), whose cubic brakes every joint (velocity `qd`,
+    acceleration `qdd` (n,)) within `peak` x its acceleration limit `limit` (n,; inf or 0: no
+    limit) for a take at any latency in [`lo`, `hi`] (s)."""
+    qd, qdd, limit = (np.atleast_1d(np.asarray(a, float)) for a in (qd, qdd, limit))
     lo, hi = max(float(lo), 0.0), max(float(hi), float(lo), 0.0)
+    L = np.linspace(lo, hi, _GRID)
+    x = qd[None, :] * L[:, None] + 0.5 * qdd[None, :] * L[:, None] ** 2
+    v = qd[None, :] + qdd[None, :] * L[:, None]
+    usable = np.isfinite(limit) & (limit > 0)
+    A = np.where(usable, peak * np.where(usable, limit, 1.0), np.inf)
     floor = (hi if anchored else 0.0) + stop_time
-    if ratio <= 0.0:
-        return floor, 0.5 * (lo + hi)                       # at rest: hold where it is
-    L = np.linspace(lo, hi, _GRID)[None, :]
-    limit = peak / ratio
-    a, b = floor, floor + 4.0 * ratio + 1.0
-    if _best_gamma(a, L, anchored)[0] > limit:
-        for _ in range(50):                                  # bisection: the worst peak falls with T
+
+    def meets(T):
+        a, b = _interval(T, x[:, usable], v[:, usable], L, A[usable], anchored)
+        return bool(np.all(a <= b))
+
+    T = floor
+    if usable.any() and not meets(T):
+        a, b = floor, floor + 1.0
+        while not meets(b):                              # the intervals widen as T grows
+            a, b = b, b + 2.0 * (b - a)
+        for _ in range(_BISECT):
             m = 0.5 * (a + b)
-            if _best_gamma(m, L, anchored)[0] <= limit:
-                b = m
-            else:
-                a = m
-        a = b
-    return a, _best_gamma(a, L, anchored)[1]
+            a, b = (a, m) if meets(m) else (m, b)
+        T = b
+    # each joint's point: the middle of its interval (a joint without a limit: braking evenly at hi)
+    a, b = _interval(T, x, v, L, np.where(usable, A, 0.0), anchored)
+    h_hi = (T - hi) if anchored else T
+    even = x[-1] + 0.5 * v[-1] * h_hi
+    return T, np.where(usable, 0.5 * (a + b), even)
 
 
 def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: float | None,
-                 latencies: tuple[float, float], anchored: bool) -> dict:
-    """One point at rest near the arm's state (t, q, qd) (clipped to the position limits), due in
-    `stop_time` or longer where the acceleration limits (`limits`: an excitation LimitSpec) need it.
-    The controller's cubic to it starts from the arm's state when the controller takes it: after
-    the state's age and a latency in [lo, hi] (`latencies`); `plan` keeps it within HOLD_PEAK x the
-    limits for any of them. Anchored (stamp `t`), the point is due after ``now + hi``: a trajectory
-    that ends in the past is refused by the controller, which runs on."""
+                 latencies: tuple[float, float], anchored: bool, qdd=None) -> dict:
+    """One point at rest near the arm's state (t, q, qd; `qdd` its acceleration, default 0)
+    (clipped to the position limits), due in `stop_time` or longer where the acceleration limits
+    (`limits`: an excitation LimitSpec) need it. The controller's cubic to it starts from the
+    arm's state when the controller takes it: after the state's age and a latency in [lo, hi]
+    (`latencies`); `plan` keeps it within HOLD_PEAK x the limits for any of them. Anchored
+    (stamp `t`), the point is due after ``now + hi``: a trajectory that ends in the past is
+    refused by the controller, which runs on."""
     q, qd = np.asarray(q, float), np.asarray(qd, float)
+    qdd = np.zeros_like(qd) if qdd is None else np.asarray(qdd, float)
     age = 0.0 if now is None else max(now - t, 0.0)
     acc = np.asarray(limits.bounds().acceleration, float)
-    usable = np.isfinite(acc) & (acc > 0)
-    need = np.abs(qd[usable]) / acc[usable]
     lo, hi = latencies
-    T, gamma = plan(float(need.max()) if need.size else 0.0, stop_time, age + lo, age + hi, anchored)
-    target = np.clip(q + qd * gamma, limits.lower, limits.upper)
+    T, offset = plan(qd, qdd, acc, stop_time, age + lo, age + hi, anchored)
+    target = np.clip(q + offset, limits.lower, limits.upper)
     ns = int(round(T * 1e9))
     return {"joint_names": list(joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
             # no accelerations: the joint_trajectory_controller then interpolates a cubic
