@@ -35,9 +35,10 @@ class Loss:
             return f"{topic}: {self.received} received"
         rate = 1.0 / self.period_s
         if not self.lost:
-            return f"{topic}: {self.received} received at {rate:.4g} Hz, none lost"
-        return (f"{topic}: {self.received} received at {rate:.4g} Hz, {self.lost} lost "
-                f"({100 * self.fraction:.3g} %, in {self.gaps} gaps of the header stamps)")
+            return f"{topic}: {self.received} received at {rate:.4g} Hz, none missing"
+        return (f"{topic}: {self.received} received at {rate:.4g} Hz, {self.lost} missing "
+                f"({100 * self.fraction:.3g} %, in {self.gaps} gaps of the header stamps: lost on the way, or "
+                "cycles the publisher skipped)")
 
 
 class StampGaps:

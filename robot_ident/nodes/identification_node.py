@@ -261,7 +261,7 @@ class IdentificationNode(Node):
     def _work(self, rec) -> None:
         self._status(f"identifying ({rec.messages} messages" + (f"; {rec.loss_text()})" if rec.loss else ")"))
         if rec.loss and any(v.lost for v in rec.loss.values()):
-            self.get_logger().warning(f"messages lost before they reached this node: {rec.loss_text()}")
+            self.get_logger().warning(f"messages missing from the recording: {rec.loss_text()}")
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
         out = Path(self.output_dir) / f"identification_{stamp}"
         t0 = time.monotonic()
