@@ -711,3 +711,38 @@ def test_the_latency_to_the_controller_is_measured_and_the_hold_allows_for_it(li
     assert hold["stamp_ns"] == pytest.approx(100.2e9)
     peaks = cubic_peaks(hold, START - 0.2, qd, 100.2, np.linspace(0.0235, 0.077, 31), qdd=qdd)
     assert np.all(peaks <= HOLD_PEAK * limits.bounds().acceleration * (1 + 1e-3)) and peaks[0] > 0
+
+
+def test_the_hold_plan_is_the_earliest_within_the_limits_with_the_arm_accelerating():
+    """online/hold.plan against a direct computation of the controller's cubics: for random
+    velocities, accelerations and limits, every take in the range brakes within HOLD_PEAK x the
+    limit, and 2 % earlier no point would (a grid search per joint)."""
+    from robot_ident.online.hold import plan
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        qd, qdd, lim = rng.uniform(-3, 3, 4), rng.uniform(-8, 8, 4), rng.uniform(4, 12, 4)
+        lo, hi = sorted(rng.uniform(0.0, 0.1, 2))
+        for anchored in (True, False):
+            T, off = plan(qd, qdd, lim, 0.1, lo, hi, anchored)
+            hold = {"stamp_ns": 1 if anchored else 0,
+                    "points": [{"positions": off.tolist(), "time_from_start": {"sec": int(T), "nanosec":
+                                                                               int(round((T % 1) * 1e9))}}]}
+            lats = np.linspace(lo, hi, 9)
+            peaks = cubic_peaks(hold, np.zeros(4), qd, 0.0, lats, n=401, qdd=qdd)
+            assert np.all(peaks <= HOLD_PEAK * lim * 1.01), (peaks / lim, anchored)
+            floor = (hi if anchored else 0.0) + 0.1
+            if T > floor * 1.03:                     # set by the limits, not by stop_time: the earliest
+                earlier = 0.98 * T
+                # some joint cannot brake within the limit at every take 2 % earlier, wherever its point
+                worst = 0.0
+                for j in range(4):
+                    jbest = np.inf
+                    for g in np.linspace(-2 * abs(qd[j]) - 1, 2 * abs(qd[j]) + 1, 801):
+                        h = (earlier - lats) if anchored else np.full_like(lats, earlier)
+                        x = qd[j] * lats + 0.5 * qdd[j] * lats ** 2
+                        v = qd[j] + qdd[j] * lats
+                        a0 = (6 * (g - x) - 4 * v * h) / h ** 2
+                        a1 = (2 * v * h - 6 * (g - x)) / h ** 2
+                        jbest = min(jbest, float(np.maximum(abs(a0), abs(a1)).max() / lim[j]))
+                    worst = max(worst, jbest)
+                assert worst > HOLD_PEAK, (worst, T)

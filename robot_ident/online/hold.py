@@ -48,7 +48,8 @@ def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
     take `hi` (anchored; else `stop_time`), whose cubic brakes every joint (velocity `qd`,
     acceleration `qdd` (n,)) within `peak` x its acceleration limit `limit` (n,; inf or 0: no
     limit) for a take at any latency in [`lo`, `hi`] (s)."""
-    qd, qdd, limit = (np.atleast_1d(np.asarray(a, float)) for a in (qd, qdd, limit))
+    qd, qdd = (np.nan_to_num(np.atleast_1d(np.asarray(a, float))) for a in (qd, qdd))
+    limit = np.atleast_1d(np.asarray(limit, float))
     lo, hi = max(float(lo), 0.0), max(float(hi), float(lo), 0.0)
     L = np.linspace(lo, hi, _GRID)
     x = qd[None, :] * L[:, None] + 0.5 * qdd[None, :] * L[:, None] ** 2
@@ -64,7 +65,9 @@ def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
     T = floor
     if usable.any() and not meets(T):
         a, b = floor, floor + 1.0
-        while not meets(b):                              # the intervals widen as T grows
+        for _ in range(_BISECT):                         # the intervals widen as T grows (as h**2)
+            if meets(b):
+                break
             a, b = b, b + 2.0 * (b - a)
         for _ in range(_BISECT):
             m = 0.5 * (a + b)
