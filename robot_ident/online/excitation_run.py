@@ -173,10 +173,9 @@ class ExcitationRun:
         m = self._motion
         if m is None or m.started_at is None:
             return None
-        tau = t - m.started_at
-        q, qd, qdd = m.trajectory.sample(np.array([min(max(tau, 0.0), float(m.trajectory.duration))]))
-        inside = 0.0 <= tau <= float(m.trajectory.duration)
-        return q[0], qd[0], qdd[0] if inside else np.zeros_like(qdd[0])
+        tau, end = t - m.started_at, float(m.trajectory.duration)
+        q, qd, qdd = m.trajectory.sample(np.array([min(max(tau, 0.0), end)]))
+        return q[0], qd[0], qdd[0] if 0.0 <= tau <= end else np.zeros_like(qdd[0])
 
     def _state_now(self, now: float | None) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
         """(time, q, qd, qdd) the hold starts from: the last joint state when it is at most FRESH_S
