@@ -47,6 +47,8 @@ def test_a_repeat_retraces_at_any_stride_and_another_path_does_not():
     assert 0.45 < mixed < 0.55
     gap = (t < 5.0) | (t > 15.0)
     assert retraced_fraction(t[gap], q[gap], qd[gap], vq[(tv > 6) & (tv < 14)], vqd[(tv > 6) & (tv < 14)]) < 0.05
+    # parked: at rest at a pose the identification passed is no repeat of its motion
+    assert retraced_fraction(t, q, qd, np.repeat(q[5000:5001], 200, axis=0), np.zeros((200, 3))) == 0.0
     assert retrace_note("b", 0.4) == [] and f"{100 * NEAR:g} %" in retrace_note("b", 0.97)[0]
 
 
