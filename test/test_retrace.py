@@ -49,6 +49,11 @@ def test_a_repeat_retraces_at_any_stride_and_another_path_does_not():
     assert retraced_fraction(t[gap], q[gap], qd[gap], vq[(tv > 6) & (tv < 14)], vqd[(tv > 6) & (tv < 14)]) < 0.05
     # parked: at rest at a pose the identification passed is no repeat of its motion
     assert retraced_fraction(t, q, qd, np.repeat(q[5000:5001], 200, axis=0), np.zeros((200, 3))) == 0.0
+    # not finite rows are left out; one moving joint alone (a 2-D state) is never called a repeat
+    bad = vq.copy()
+    bad[::7] = np.nan
+    assert retraced_fraction(t, q, qd, bad, vqd) > 0.95
+    assert retraced_fraction(t, q[:, :1], qd[:, :1], vq[:, :1], vqd[:, :1]) == 0.0
     assert retrace_note("b", 0.4) == [] and f"{100 * NEAR:g} %" in retrace_note("b", 0.97)[0]
 
 

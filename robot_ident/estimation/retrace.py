@@ -39,6 +39,12 @@ def retraced_fraction(ident_t, ident_q, ident_qd, valid_q, valid_qd) -> float:
     if iq.shape[0] < 2 or vq.shape[0] == 0:
         return 0.0
     from scipy.spatial import cKDTree
+    keep = np.isfinite(iq).all(axis=1) & np.isfinite(iqd).all(axis=1)
+    ident_t, iq, iqd = np.asarray(ident_t, float)[keep], iq[keep], iqd[keep]
+    good = np.isfinite(vq).all(axis=1) & np.isfinite(vqd).all(axis=1)
+    vq, vqd = vq[good], vqd[good]
+    if iq.shape[0] < 2 or vq.shape[0] == 0 or (np.ptp(iq, axis=0) > 1e-3).sum() < 2:
+        return 0.0      # one moving joint: its (q, qd) plane fills up, other motions pass through it
     scale = np.r_[np.maximum(np.ptp(iq, axis=0), 1e-3), np.maximum(np.ptp(iqd, axis=0), 1e-3)]
     X = np.hstack([iq, iqd]) / scale
     Y = np.hstack([vq, vqd]) / scale
@@ -46,7 +52,7 @@ def retraced_fraction(ident_t, ident_q, ident_qd, valid_q, valid_qd) -> float:
     Y = Y[np.sqrt(np.mean(Y[:, n:] ** 2, axis=1)) > MOVING]
     if Y.shape[0] == 0:
         return 0.0
-    dt = np.diff(np.asarray(ident_t, float))
+    dt = np.diff(ident_t)
     joined = (dt > 0) & (dt <= 3.0 * np.median(dt[dt > 0])) if (dt > 0).any() else np.zeros(dt.size, bool)
     if not joined.any():
         return 0.0

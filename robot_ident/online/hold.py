@@ -88,8 +88,12 @@ def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: fl
     arm's state when the controller takes it: after the state's age and a latency in [lo, hi]
     (`latencies`); `plan` keeps it within HOLD_PEAK x the limits for any of them. Anchored
     (stamp `t`), the point is due after ``now + hi``: a trajectory that ends in the past is
-    refused by the controller, which runs on."""
+    refused by the controller, which runs on. A velocity beyond 1.5x its joint's limit is a
+    glitch, not the arm: it is clipped there (one reading of 30 rad/s on a 3 rad/s wrist
+    stretched every joint's hold to 2.4 s and moved their points 0.2 rad)."""
     q, qd = np.asarray(q, float), np.asarray(qd, float)
+    vmax = 1.5 * np.asarray(limits.velocity, float)
+    qd = np.where(np.isfinite(vmax) & (vmax > 0), np.clip(qd, -vmax, vmax), qd)
     qdd = np.zeros_like(qd) if qdd is None else np.asarray(qdd, float)
     age = 0.0 if now is None else max(now - t, 0.0)
     acc = np.asarray(limits.bounds().acceleration, float)
