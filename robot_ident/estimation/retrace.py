@@ -70,10 +70,10 @@ def retrace_note(label: str, fraction: float) -> list[str]:
     path `fraction` of the time ([] below RETRACE_FRACTION)."""
     if fraction < RETRACE_FRACTION:
         return []
-    return [f"note: validation recording {label} retraces the identification's motion ({100 * fraction:.0f} % of "
-            f"its states within {100 * NEAR:g} % of the motion's range of an identified state: the same trajectory "
-            "again?): its RMS measures repeatability, not the model on motion it has not seen; validate on another "
-            "trajectory for that"]
+    return [f"note: validation recording {label} retraces the identification's motion ({100 * fraction:.0f} % "
+            f"of its moving states within {100 * NEAR:g} % of the motion's range of an identified state: the same "
+            "trajectory again?): its RMS measures repeatability, not the model on motion it has not seen; validate "
+            "on another trajectory for that"]
 
 
 def retraced_inputs(model, ident_runs, vprocessed, thr: float, guard: float) -> list[str]:
