@@ -65,7 +65,7 @@ from .excitation_actions import (
     PublishState,
     SendTrajectory,
 )
-from .hold import hold_message, hold_note
+from .hold import hold_message, hold_note, path_ahead
 
 DEFAULT_LATENCY = 0.02     # s, from sending a trajectory to the controller running it, before one is measured
 FRESH_S = 0.1              # s: an abort's hold starts from a joint state at most this old, else from the path
@@ -168,31 +168,31 @@ class ExcitationRun:
         return actions
 
     def _commanded(self, t: float):
-        """(q, qd, qdd) of the running motion's commanded path at `t` (None: no motion running;
-        past its end: at rest there)."""
+        """(q, qd, ahead) of the running motion's commanded path at `t` (`hold.path_ahead`: its motion
+        after t; at rest before its start and past its end), or None: no motion running."""
         m = self._motion
         if m is None or m.started_at is None:
             return None
         tau, end = t - m.started_at, float(m.trajectory.duration)
-        q, qd, qdd = m.trajectory.sample(np.array([min(max(tau, 0.0), end)]))
-        return q[0], qd[0], qdd[0] if 0.0 <= tau <= end else np.zeros_like(qdd[0])
+        q, qd = m.trajectory.sample(np.array([min(max(tau, 0.0), end)]))[:2]
+        return q[0], qd[0] if 0.0 <= tau <= end else np.zeros_like(qd[0]), path_ahead(m.trajectory, tau)
 
-    def _state_now(self, now: float | None) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-        """(time, q, qd, qdd) the hold starts from: the last joint state when it is at most FRESH_S
+    def _state_now(self, now: float | None) -> tuple:
+        """(time, q, qd, ahead) the hold starts from: the last joint state when it is at most FRESH_S
         old (its velocity, else the commanded path's); else, the node having fallen behind its
         joint states, the running motion's commanded path at `now` (the arm follows it within
-        max_tracking_error); else the last joint state at rest. The acceleration is the commanded
-        path's (the arm goes on along it until the controller takes the hold), else 0."""
+        max_tracking_error); else the last joint state at rest. The arm goes on along the commanded
+        path until the controller takes the hold: `ahead` (None, no motion running: coasting)."""
         t = self._last_js_stamp if self._last_js_stamp is not None else self._last_js
         now = t if now is None else now
         cmd = self._commanded(t if now - t <= FRESH_S else now)
         rest = np.zeros_like(self._q)
-        qdd = cmd[2] if cmd is not None else rest
+        ahead = cmd[2] if cmd is not None else None
         if now - t <= FRESH_S:
-            return t, self._q, (self._qd if self._qd is not None else cmd[1] if cmd is not None else rest), qdd
+            return t, self._q, (self._qd if self._qd is not None else cmd[1] if cmd is not None else rest), ahead
         if cmd is not None:
-            return now, cmd[0], cmd[1], qdd
-        return now, self._q, rest, rest
+            return now, cmd[0], cmd[1], ahead
+        return now, self._q, rest, None
 
     def latency_range(self) -> tuple[float, float]:
         """From sending a trajectory to the controller running it (s): half the shortest and the
@@ -204,9 +204,9 @@ class ExcitationRun:
     def hold_points(self, now: float | None = None) -> dict:
         """The abort's hold trajectory (`hold.hold_message`) from `_state_now`, anchored in time
         when the controller runs on this clock."""
-        t, q, qd, qdd = self._state_now(now)
+        t, q, qd, ahead = self._state_now(now)
         return hold_message(self.joint_names, self.limits, self.settings.stop_time, t, q, qd, now,
-                            self.latency_range(), anchored=self.controller_same_clock and now is not None, qdd=qdd)
+                            self.latency_range(), anchored=self.controller_same_clock and now is not None, ahead=ahead)
 
     def _send(self, now: float, phase: Phase, traj) -> list:
         self._last_check = -np.inf

@@ -3,8 +3,11 @@
 The hold is one point at rest. The joint_trajectory_controller interpolates a cubic from its
 state (x, v) at the moment it takes the trajectory to that point. The take comes some latency
 L after the joint state the hold is computed from; meanwhile the arm goes on along the
-excitation: ``x(L) = q + qd L + qdd L**2 / 2``, ``v(L) = qd + qdd L`` (qdd: the commanded
-path's acceleration at the state). With the point at ``g``, due ``T`` after the joint state
+excitation: ``x(L) = q + qd L + dx(L)``, ``v(L) = qd + dv(L)``, with (dx, dv) the commanded
+path's own motion beyond its velocity at the state (`path_ahead`; without a path, a constant
+acceleration: ``dx = qdd L**2 / 2``, ``dv = qdd L``). The path, not its acceleration at the
+state held constant: a state 0.1 s old on an excitation twice the demo's speed put the real
+peak at 2.4x the limit against a plan of 1.35x. With the point at ``g``, due ``T`` after the joint state
 (anchored in time: the cubic lasts ``h = T - L``) or ``T`` after the take (not anchored:
 ``h = T``), the cubic's acceleration is linear in time, so its peak is at one end:
 
@@ -41,19 +44,34 @@ def _interval(T, x, v, L, A, anchored: bool):
     return lo, hi
 
 
+def path_ahead(trajectory, tau: float):
+    """`ahead` for `plan`: L (K,) -> (dx, dv) (K, n), how `trajectory` (its ``sample(t)``)
+    moves beyond its velocity at its time `tau` in the L after it; at rest before its start
+    and after its end."""
+    end = float(trajectory.duration)
+
+    def ahead(L):
+        taus = tau + np.concatenate([[0.0], np.asarray(L, float)])
+        q, qd = trajectory.sample(np.clip(taus, 0.0, end))[:2]
+        qd = np.where(((taus >= 0.0) & (taus <= end))[:, None], qd, 0.0)
+        return q[1:] - q[0] - qd[0] * np.asarray(L, float)[:, None], qd[1:] - qd[0]
+    return ahead
+
+
 def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
-         peak: float = HOLD_PEAK) -> tuple[float, np.ndarray]:
+         peak: float = HOLD_PEAK, ahead=None) -> tuple[float, np.ndarray]:
     """(T, offsets (n,)): the hold point is at ``q + offsets``, due T after the joint state
     (anchored) or after the take. T is the earliest, at least `stop_time` after the latest
     take `hi` (anchored; else `stop_time`), whose cubic brakes every joint (velocity `qd`,
-    acceleration `qdd` (n,)) within `peak` x its acceleration limit `limit` (n,; inf or 0: no
-    limit) for a take at any latency in [`lo`, `hi`] (s)."""
+    acceleration `qdd` (n,), or the path's motion `ahead(L)` (`path_ahead`)) within `peak` x its
+    acceleration limit `limit` (n,; inf or 0: no limit) for a take at any latency in [`lo`, `hi`] (s)."""
     qd, qdd = (np.nan_to_num(np.atleast_1d(np.asarray(a, float))) for a in (qd, qdd))
     limit = np.atleast_1d(np.asarray(limit, float))
     lo, hi = max(float(lo), 0.0), max(float(hi), float(lo), 0.0)
     L = np.linspace(lo, hi, _GRID)
-    x = qd[None, :] * L[:, None] + 0.5 * qdd[None, :] * L[:, None] ** 2
-    v = qd[None, :] + qdd[None, :] * L[:, None]
+    dx, dv = ((0.5 * qdd * L[:, None] ** 2, qdd * L[:, None]) if ahead is None
+              else (np.nan_to_num(np.asarray(a, float)) for a in ahead(L)))
+    x, v = qd * L[:, None] + dx, qd + dv
     usable = np.isfinite(limit) & (limit > 0)
     A = np.where(usable, peak * np.where(usable, limit, 1.0), np.inf)
     floor = (hi if anchored else 0.0) + stop_time
@@ -81,8 +99,9 @@ def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
 
 
 def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: float | None,
-                 latencies: tuple[float, float], anchored: bool, qdd=None) -> dict:
-    """One point at rest near the arm's state (t, q, qd; `qdd` its acceleration, default 0)
+                 latencies: tuple[float, float], anchored: bool, qdd=None, ahead=None) -> dict:
+    """One point at rest near the arm's state (t, q, qd; `qdd` its acceleration, default 0; or
+    `ahead`, the commanded path's motion from t: `path_ahead`)
     (clipped to the position limits), due in `stop_time` or longer where the acceleration limits
     (`limits`: an excitation LimitSpec) need it. The controller's cubic to it starts from the
     arm's state when the controller takes it: after the state's age and a latency in [lo, hi]
@@ -90,15 +109,17 @@ def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: fl
     (stamp `t`), the point is due after ``now + hi``: a trajectory that ends in the past is
     refused by the controller, which runs on. A velocity beyond 1.5x its joint's limit is a
     glitch, not the arm: it is clipped there (one reading of 30 rad/s on a 3 rad/s wrist
-    stretched every joint's hold to 2.4 s and moved their points 0.2 rad)."""
+    stretched every joint's hold to 2.4 s and moved their points 0.2 rad); one that is not finite,
+    0. A point beyond a position limit is clipped to it: the limit wins over the deceleration."""
     q, qd = np.asarray(q, float), np.asarray(qd, float)
+    qd = np.where(np.isfinite(qd), qd, 0.0)                   # no reading of the arm: not braked for
     vmax = 1.5 * np.asarray(limits.velocity, float)
     qd = np.where(np.isfinite(vmax) & (vmax > 0), np.clip(qd, -vmax, vmax), qd)
     qdd = np.zeros_like(qd) if qdd is None else np.asarray(qdd, float)
     age = 0.0 if now is None else max(now - t, 0.0)
     acc = np.asarray(limits.bounds().acceleration, float)
     lo, hi = latencies
-    T, offset = plan(qd, qdd, acc, stop_time, age + lo, age + hi, anchored)
+    T, offset = plan(qd, qdd, acc, stop_time, age + lo, age + hi, anchored, ahead=ahead)
     target = np.clip(q + offset, limits.lower, limits.upper)
     ns = int(round(T * 1e9))
     return {"joint_names": list(joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
