@@ -76,9 +76,10 @@ def description(q0) -> str:
 
 
 def peak_acceleration_ratio(t, qd, window=0.01):
-    """Largest |acceleration| over the limit, from velocity changes over `window` seconds: the
-    mock's joint states carry one controller cycle's jitter (a late cycle's change stamped with
-    the next), so a 1 ms difference reads up to 4x what the motion does."""
+    """Largest |acceleration| over the limit, from velocity changes over `window` seconds of the
+    header stamps. The stamps lie when the control loop skips cycles: one step of 2.3 ms carried
+    2.66 mrad at 0.53 rad/s, 5 ms of motion, and read 2.1x where the motion braked at 1.3x. Kept
+    as a figure; the check is `braking_ratio`."""
     if t.size < 2:
         return 0.0
     k = np.searchsorted(t, t + window)
@@ -88,6 +89,24 @@ def peak_acceleration_ratio(t, qd, window=0.01):
     i = np.nonzero(ok)[0]
     acc = np.abs(qd[k[i]] - qd[i]) / (t[k[i]] - t[i])[:, None]
     return float((acc / ACC).max())
+
+
+def braking_ratio(q, qd, travel=0.001):
+    """Largest |acceleration| over the limit without the stamps: between two joint states at least
+    `travel` rad apart along a joint's path, |v2**2 - v1**2| / (2 |q2 - q1|) (exact under a constant
+    acceleration; positions and velocities come from the same cycle). A hard stop (2.2 rad/s to 0
+    in 6 ms) reads 81x; the mock's positions are the commanded ones, exact."""
+    out = 0.0
+    for j in range(q.shape[1]):
+        x, v = q[:, j], qd[:, j]
+        path = np.concatenate([[0.0], np.cumsum(np.abs(np.diff(x)))])
+        k = np.searchsorted(path, path + travel)
+        i = np.nonzero(k < x.size)[0]
+        dx = np.abs(x[k[i]] - x[i])
+        good = dx >= 0.5 * travel                    # not across a reversal
+        if good.any():
+            out = max(out, float((np.abs(v[k[i]] ** 2 - v[i] ** 2)[good] / (2 * dx[good])).max() / ACC[j]))
+    return out
 
 
 class Processes:
@@ -228,10 +247,12 @@ class TestRealController(Spinning, unittest.TestCase):
         self.assertGreater(t[-1] - rest, 0.5, "at rest for a while after")
         v0 = np.abs(qd[max(k0 - 1, 0)])
         seg = slice(max(k0 - 1, 0), k0 + (moving[-1] + 2 if moving.size else 2))
-        ratio = peak_acceleration_ratio(t[seg], qd[seg])
+        q = np.array([q for _, q, _ in self.js])
+        ratio = braking_ratio(q[seg], qd[seg])
         need = float((v0 / ACC).max())
         return {"speed_at_stop": round(float(v0.max()), 3), "to_rest_s": round(float(rest - t_stop_stamp), 4),
-                "target_s": round(max(0.3, need + 0.05), 4), "peak_deceleration_over_limit": round(ratio, 3)}
+                "target_s": round(max(0.3, need + 0.05), 4), "peak_deceleration_over_limit": round(ratio, 3),
+                "peak_from_stamps": round(peak_acceleration_ratio(t[seg], qd[seg]), 3)}
 
     def excite_then(self, interface, stop):
         """Run to 3 s into the excitation, stop with `stop(process)`, measure."""
