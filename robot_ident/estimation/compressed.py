@@ -59,6 +59,7 @@ class CompressedAccumulator:
         self._pending_rows = np.zeros(model.n, dtype=np.int64)
         self.counts = np.zeros(model.n, dtype=np.int64)
         self.n_samples = 0
+        self.left_out: dict[str, CompressedAccumulator] = {}     # model_error_term's variants
 
     @property
     def R(self) -> list[np.ndarray]:
@@ -72,8 +73,9 @@ class CompressedAccumulator:
             self._R[j] = np.linalg.qr(np.vstack([self._R[j], *self._pending[j]]), mode="r")
             self._pending[j], self._pending_rows[j] = [], 0
 
-    def add(self, data: ProcessedData, keep: np.ndarray) -> None:
-        """Rows of `data` where `keep` (N, n) is True."""
+    def add(self, data: ProcessedData, keep: np.ndarray, left_out: dict | None = None) -> None:
+        """Rows of `data` where `keep` (N, n) is True; `left_out`: label -> (N, n) masks of the
+        rows each variant of `model_error_term` keeps, whose other kept rows go to `self.left_out`."""
         if tuple(data.joint_names) != tuple(self.model.joint_names):
             raise IdentificationError(f"data joints {data.joint_names} differ from the model's "
                                       f"{self.model.joint_names}")
@@ -82,8 +84,14 @@ class CompressedAccumulator:
         if N == 0:
             return
         Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
-        probes = probe_columns(self.model, data) if self.probes else None
-        for j in range(n):
+        self._add_rows(Ws, data, keep, probe_columns(self.model, data) if self.probes else None)
+        for label, kept in (left_out or {}).items():
+            if label not in self.left_out:
+                self.left_out[label] = CompressedAccumulator(self.model, self.base, probes=False)
+            self.left_out[label]._add_rows(Ws, data, keep & ~kept, None)
+
+    def _add_rows(self, Ws, data: ProcessedData, keep: np.ndarray, probes) -> None:
+        for j in range(self.model.n):
             rows = keep[:, j]
             m = int(rows.sum())
             if not m:
@@ -101,6 +109,13 @@ class CompressedAccumulator:
                 self._fold(j)
             self.counts[j] += m
 
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W (base), y, joint) of the stacked R factors: the rows' normal equations per joint."""
+        lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
+        stack = np.vstack(lead)
+        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(lead)])
+        return self.base.regressor(stack[:, :self.n_std]), stack[:, self.n_std], joint.astype(int)
+
     def problem(self) -> IdentificationProblem:
         model = self.model
         for k, name in enumerate(model.joint_names):
@@ -108,12 +123,11 @@ class CompressedAccumulator:
                 raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band "
                                           "(is it moving at all?)")
         lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
-        stack = np.vstack(lead)
-        joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(lead)])
-        Ws = stack[:, :self.n_std]
-        return IdentificationProblem(self.base.regressor(Ws), stack[:, self.n_std], joint, model.joint_names,
-                                     self.base.names, self.n_samples, self.base, Ws, model.layout,
-                                     model.nominal.copy(), None, row_counts=self.counts.copy(), model=model)
+        Ws = np.vstack(lead)[:, :self.n_std]
+        W, y, joint = self.rows()
+        return IdentificationProblem(W, y, joint, model.joint_names, self.base.names, self.n_samples, self.base, Ws,
+                                     model.layout, model.nominal.copy(), None, row_counts=self.counts.copy(),
+                                     model=model)
 
     def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
         """Per joint RMS of raw effort - W x over the kept rows (base values x)."""
@@ -133,24 +147,30 @@ def _guard_rows(store, lo: int, hi: int, guard_s: float) -> int:
     return int(math.ceil(guard_s / max(step, 1e-9))) + 3
 
 
-def store_chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int, model):
+def store_chunks(store, lo: int, hi: int, threshold: float, guard_s: float, chunk: int, model, bands=None):
     """(ProcessedData rows [a, b), moving mask of those rows as part of [lo, hi)); the dead
-    band is the model's (on motor velocities for a coupled transmission), as in memory."""
+    band is the model's (on motor velocities for a coupled transmission), as in memory.
+    `bands`: label -> (threshold, guard_s) of further masks, yielded third as a dict."""
     from ..model.transmission import dead_band_rows
-    margin = _guard_rows(store, lo, hi, guard_s) if guard_s > 0 else 0
+    guards = [guard_s] + [g for _, g in (bands or {}).values()]
+    margin = _guard_rows(store, lo, hi, max(guards)) if max(guards) > 0 else 0
     for a in range(lo, hi, chunk):
         b = min(a + chunk, hi)
         a0, b0 = max(lo, a - margin), min(hi, b + margin)
         d = store.read(a0, b0)
-        mask = np.asarray(dead_band_rows(model, d, threshold, guard_s))
         sl = slice(a - a0, b - a0)
-        yield d.subset(np.arange(d.n_samples)[sl]), mask[sl]
+        mask = np.asarray(dead_band_rows(model, d, threshold, guard_s))[sl]
+        if bands is None:
+            yield d.subset(np.arange(d.n_samples)[sl]), mask
+        else:
+            yield d.subset(np.arange(d.n_samples)[sl]), mask, {
+                k: np.asarray(dead_band_rows(model, d, t, g))[sl] for k, (t, g) in bands.items()}
 
 
-def run_chunks(runs, threshold: float, guard_s: float, chunk: int, model):
+def run_chunks(runs, threshold: float, guard_s: float, chunk: int, model, bands=None):
     """`store_chunks` over row runs ``(store, lo, hi)`` in turn: each run's dead band is its own."""
     for store, lo, hi in runs:
-        yield from store_chunks(store, lo, hi, threshold, guard_s, chunk, model)
+        yield from store_chunks(store, lo, hi, threshold, guard_s, chunk, model, bands)
 
 
 def run_rows(runs) -> int:
@@ -159,14 +179,16 @@ def run_rows(runs) -> int:
 
 def accumulate(runs, model: RobotModel, base: BaseParameters, threshold: float,
                guard_s: float, chunk: int = CHUNK_SAMPLES, progress=None, plot_points: int = PLOT_POINTS):
-    """The compressed problem of the row runs ``(store, lo, hi)``, and every k-th sample of
-    them (at most `plot_points`) for the plots."""
+    """The compressed problem of the row runs ``(store, lo, hi)`` (with the rows each of
+    `model_error_term.variants` leaves out, `acc.left_out`), and every k-th sample of them
+    (at most `plot_points`) for the plots."""
+    from .model_error_term import variants
     total = run_rows(runs)
     acc = CompressedAccumulator(model, base)
     every = max(1, -(-total // plot_points))
     picks = []
-    for d, mask in run_chunks(runs, threshold, guard_s, chunk, model):
-        acc.add(d, mask)
+    for d, mask, kept in run_chunks(runs, threshold, guard_s, chunk, model, variants(threshold, guard_s)):
+        acc.add(d, mask, kept)
         first = (-(acc.n_samples - d.n_samples) % every)
         picks.append(d.subset(np.arange(first, d.n_samples, every)))
         if progress is not None:

@@ -266,6 +266,7 @@ def estimate(model, base, settings, runs, plot_points: int = PLOT_POINTS, progre
 
 
 def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_samples):
+    from .model_error_term import add_model_error
     from .pipeline import finish_result, identify, run_estimator
     from .store_hac import StoreRowSource
     from .structure_check import check_structure
@@ -284,6 +285,7 @@ def _estimate(model, base, settings, runs, plot_points, progress, thr, guard, n_
     problem = acc.problem()
     problem.rows = StoreRowSource(runs, model, base, thr, guard)     # the HAC covariance re-reads the rows
     result = run_estimator(problem, settings)
+    add_model_error(result, acc.rows(), {k: a.rows() for k, a in acc.left_out.items()})
     check_structure(result, acc, problem)
     # RMS over the true rows: the R factors' column sums of squares equal the rows'
     n_rows = max(problem.n_rows, 1)

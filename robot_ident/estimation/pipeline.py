@@ -57,10 +57,13 @@ def base_parameters(model: RobotModel, settings: IdentificationSettings) -> Base
 def identify(model: RobotModel, data: ProcessedData, settings: IdentificationSettings,
              base: BaseParameters | None = None) -> IdentificationResult:
     """Identify from rows in memory (the row-based estimators of the one pipeline, the demos)."""
+    from .model_error_term import add_model_error, left_out_rows
     from .structure_check import check_structure_rows
     base = base or base_parameters(model, settings)
     problem = build_problem(model, base, data, settings.moving_threshold, settings.guard_s)
     result = run_estimator(problem, settings)
+    add_model_error(result, (problem.W, problem.y, problem.joint_of_row),
+                    left_out_rows(model, data, problem, settings.moving_threshold, settings.guard_s))
     check_structure_rows(result, model, data, problem)
     # In-sample RMS against the *raw* measured effort on the identification rows (outside
     # the dead band): what a new recording can be compared with, since it includes the

@@ -56,7 +56,7 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
         "actuators": result.actuator_parameters(),
         "residual_rms": {j: _f(v) for j, v in zip(result.joint_names, result.residual_rms)},
         "noise_sigma_estimate": {j: _f(v) for j, v in zip(result.joint_names, result.joint_sigma)},
-        "settings": {k: (_f(v) if isinstance(v, float) else v) for k, v in result.extra.items()},
+        "settings": {k: (_f(v) if isinstance(v, float) else v) for k, v in result.extra.items() if k != "std_noise"},
         "base_reduction": {
             "standard_names": list(base.standard_names),
             "independent": [int(i) for i in base.independent],
@@ -65,6 +65,9 @@ def result_to_dict(result: IdentificationResult, model, validation: ValidationRe
             "rank_tol": float(base.rank_tol),
         },
     }
+    # std: noise and the friction law's model error (estimation/model_error_term.py); std_noise: noise alone
+    for entry, sn in zip(d["base_parameters"], result.extra.get("std_noise", ())):
+        entry["std_noise"] = _f(sn)
     if result.standard_values is not None:
         from .urdf_export import body_is_physical
         theta = result.standard_values
