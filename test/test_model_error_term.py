@@ -9,15 +9,11 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from robot_ident.data.signals import ProcessedData
 from robot_ident.demos.serial_arm import DemoSetup, simulate_experiment
 from robot_ident.estimation import build_problem, wls
 from robot_ident.estimation.compressed import CompressedAccumulator
 from robot_ident.estimation.model_error_term import add_model_error, left_out_rows, model_error_variance, variants
 from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters, identify
-from robot_ident.excitation import FourierTrajectory
-from robot_ident.model.base import BaseParameters
-from robot_ident.model.robot import RobotModel
 from robot_ident.model.transmission import dead_band_rows
 from robot_ident.util.progress import Progress
 
@@ -43,25 +39,13 @@ def test_one_sigma_holds_60_percent_of_the_errors_on_the_mujoco_pipeline():
 
 
 RATE = 200.0
-JOINTS = ("shoulder_pan", "shoulder_lift", "elbow")
 
 
 @pytest.fixture(scope="module")
 def clean(demo_urdf):
     """Three joints on a smooth excitation, efforts of the model's own law (Coulomb + viscous)."""
-    model = RobotModel(demo_urdf, JOINTS)
-    base = BaseParameters.from_model(model, n_samples=200)
-    lim = model.limits
-    traj = FourierTrajectory.random_within_limits(JOINTS, lim.lower, lim.upper, lim.velocity,
-                                                  np.array([5.0, 5.0, 6.0]), seed=2)
-    t = np.arange(0.0, 40.0, 1.0 / RATE)
-    q, qd, qdd = traj.sample(t)
-    rng = np.random.default_rng(0)
-    theta = model.nominal * (1 + 0.1 * rng.uniform(-1, 1, model.nominal.size))
-    theta[model.layout.n_inertial:] = 0.3
-    tau = model.efforts(q, qd, qdd, theta)
-    data = ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau)
-    return model, base, data, tau, base.project(theta)
+    from test_uncertainty import clean_arm
+    return clean_arm(demo_urdf)
 
 
 def test_clean_data_keeps_the_noise_standard_deviations(clean):

@@ -48,10 +48,10 @@ def physical_setup(demo_urdf):
     return smooth_problem(model, base, theta)
 
 
-@pytest.fixture(scope="module")
-def setup(demo_urdf):
-    """The demo arm's first three joints (wrist locked) on one smooth excitation, 40 s
-    at 200 Hz; the noise-free efforts of a perturbed 'true' arm."""
+def clean_arm(demo_urdf):
+    """(model, base, data, tau, true base values): the demo arm's first three joints (wrist
+    locked) on one smooth excitation, 40 s at 200 Hz; the noise-free efforts of a perturbed
+    'true' arm with the model's own friction law."""
     model = RobotModel(demo_urdf, JOINTS)
     base = BaseParameters.from_model(model, n_samples=200)
     lim = model.limits
@@ -63,8 +63,13 @@ def setup(demo_urdf):
     theta = model.nominal * (1 + 0.1 * rng.uniform(-1, 1, model.nominal.size))
     theta[model.layout.n_inertial:] = 0.3
     tau = model.efforts(q, qd, qdd, theta)
-    problem = build_problem(model, base, ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau))
-    return problem, tau, base.project(theta)
+    return model, base, ProcessedData(t, model.joint_names, q, qd, qdd, tau, tau), tau, base.project(theta)
+
+
+@pytest.fixture(scope="module")
+def setup(demo_urdf):
+    model, base, data, tau, truth = clean_arm(demo_urdf)
+    return build_problem(model, base, data), tau, truth
 
 
 def noisy(setup, seed, cutoff_hz):

@@ -20,7 +20,11 @@ part noise, part model error. The noise part has, per parameter, the variance
     Var_noise(d_k) = C_kk (B_kk / A^-1_kk - 1),     A = the main normal matrix, B = the variant's inverse,
 
 (Hausman 1978: the difference of an efficient estimator and a less efficient one, each
-variance scaled by the main covariance C's inflation over the white-noise formula). What
+variance scaled by the main covariance C's inflation over the white-noise formula). The
+physical estimate takes its WLS level's shifts (and their noise) through its own response to
+that level, the gain that carries the WLS covariance into its own: where the CAD prior
+holds a parameter, the shift is held too (unmapped, the KUKA LWR4+'s lwr_2 Ixy got 1200x its
+sigma, a direction the data barely see). What
 is left, max(0, d_k^2 - Var_noise(d_k)), summed over the variants (in quadrature, as
 independent systematic sources), is added to each parameter's variance: on clean data (the
 model's law, filtered noise) it is about 0 and the standard deviations are the noise's; on
@@ -75,10 +79,13 @@ def _solve(A: np.ndarray, b: np.ndarray):
     return inv @ b, inv
 
 
-def model_error_variance(main, left_out: dict, weights: np.ndarray, covariance: np.ndarray) -> tuple[np.ndarray, dict]:
+def model_error_variance(main, left_out: dict, weights: np.ndarray, covariance: np.ndarray,
+                         gain: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """(variance (p,) to add, info). `main`: (W, y, joint) of the fit's rows; `left_out`: label ->
     (W, y, joint) of the rows each variant leaves out; `weights` (n,): the joints' weights of the
-    fit; `covariance`: the fit's (noise) covariance, whose inflation scales the noise part."""
+    weighted least-squares fit; `covariance`: its (noise) covariance, whose inflation over the
+    white-noise formula scales the noise part; `gain` (p, p): how the reported estimate moves per
+    move of that fit (the physical estimate's response to its data term; None: it is that fit)."""
     A, b = normal_equations(*main, weights)
     full = _solve(A, b)
     p = A.shape[0]
@@ -86,7 +93,9 @@ def model_error_variance(main, left_out: dict, weights: np.ndarray, covariance: 
     if full is None:
         return add, {"model_error": "not computed: the fit's rows do not determine the parameters"}
     x, A_inv = full
-    c = np.clip(np.diag(covariance), 0.0, None)
+    D = np.sqrt(np.clip(np.diag(covariance), 0.0, None) / np.diag(A_inv))     # HAC over white, per parameter
+    G = np.eye(p) if gain is None else np.asarray(gain, float)
+    c = np.clip(np.diag(G @ covariance @ G.T), 0.0, None)
     for label, rows in left_out.items():
         Ae, be = normal_equations(*rows, weights)
         sub = _solve(A - Ae, b - be)
@@ -94,8 +103,8 @@ def model_error_variance(main, left_out: dict, weights: np.ndarray, covariance: 
             skipped.append(label)
             continue
         xv, B = sub
-        d = xv - x
-        noise = c * np.clip(np.diag(B) / np.diag(A_inv) - 1.0, 0.0, None)
+        d = G @ (xv - x)
+        noise = np.clip(np.einsum("ij,jk,ik->i", G * D, B - A_inv, G * D), 0.0, None)
         excess = np.clip(d * d - noise, 0.0, None)
         shifts[label] = float(np.median(np.sqrt(excess / np.maximum(c, 1e-300))))
         add = add + excess                       # in quadrature, as independent systematic sources
@@ -117,11 +126,13 @@ def add_model_error(result, main, left_out: dict) -> None:
     if result.method not in LEAST_SQUARES:
         result.extra["model_error"] = f"not estimated for method {result.method} (its own row weights)"
         return
-    cov = np.asarray(result.covariance, float)
-    sigma = np.asarray(result.joint_sigma, float)
+    fit = result.data_fit if result.data_fit is not None else result       # physical: its WLS level
+    cov = np.asarray(fit.covariance, float)
+    sigma = np.asarray(fit.joint_sigma, float)
     if cov.shape != (len(result.values),) * 2 or not np.all(np.isfinite(cov)) or not np.all(sigma > 0):
         return
-    add, info = model_error_variance(main, left_out, 1.0 / sigma, cov)
+    add, info = model_error_variance(main, left_out, 1.0 / sigma, cov, result.data_gain)
+    cov = np.asarray(result.covariance, float)
     result.extra["std_noise"] = [float(v) for v in result.std]
     cov = cov.copy()
     cov[np.diag_indices_from(cov)] += add

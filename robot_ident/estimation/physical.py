@@ -384,6 +384,7 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
                                joint_sigma=sig)
     res.standard_values = theta
     res.bodies = bodies
+    res.data_fit, res.data_gain = first, P @ K @ P.T @ info      # the data part of `cov`: gain C gain^T
     res.extra.update({"prior_relative_std": bounds.prior_relative_std,
                       "prior_weight_factor": float(mult),
                       "interior_point_newton_steps": newton,

@@ -32,6 +32,10 @@ class IdentificationResult:
     # Per body (by joint) of a physically consistent estimate: mass, CAD mass, mass bounds,
     # centre of mass, its region, mass_data_share and bounds_active (see estimation/physical.py).
     bodies: dict | None = None
+    # A two-level estimate (physical): its weighted least-squares level, and d values / d that
+    # level's values (estimation/model_error_term.py maps that level's shifts through it). Not saved.
+    data_fit: "IdentificationResult | None" = None
+    data_gain: np.ndarray | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
