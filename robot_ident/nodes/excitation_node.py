@@ -161,7 +161,7 @@ class ExcitationNode(Node):
         msg = joint_trajectory_message(self._types, a.points)        # stamp 0: start on receipt
         if self.traj_pub is not None:
             self.traj_pub.publish(msg)
-            return
+            return self.run.sent(self._now())     # the latency to the controller counts from here
         goal = FollowJointTrajectory.Goal()
         goal.trajectory = msg
         names = list(a.points["joint_names"])
@@ -170,10 +170,10 @@ class ExcitationNode(Node):
         if self.goal_tolerance > 0:
             goal.goal_tolerance = [JointTolerance(name=j, position=self.goal_tolerance) for j in names]
         goal.goal_time_tolerance = RclpyDuration(seconds=self.goal_time_tolerance).to_msg()
-        self._goal_seq += 1
-        seq = self._goal_seq
+        self._goal_seq = seq = self._goal_seq + 1
         self._goal_handle = None
         future = self.action.send_goal_async(goal)
+        self.run.sent(self._now())
         self._inflight.append(future)
         future.add_done_callback(lambda f: self._on_goal_response(f, seq))
 
