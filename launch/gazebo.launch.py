@@ -44,7 +44,9 @@ def generate_launch_description():
         DeclareLaunchArgument("output_dir", default_value="robot_ident_results", description="result folders"),
         DeclareLaunchArgument("gz_flavour", default_value="gz",
                               description="gz (Jazzy + Harmonic, gz_ros2_control) or ign (Humble + Fortress)"),
-        DeclareLaunchArgument("world", default_value="empty.sdf", description="Gazebo world"),
+        DeclareLaunchArgument("world", default_value=PathJoinSubstitution([share, "config", "gazebo_world.sdf"]),
+                              description="Gazebo world (the default: a 25 us physics step, so that Gazebo's joint "
+                                          "friction on the light wrists is the URDF's; see the file)"),
         DeclareLaunchArgument("headless", default_value="false",
                               description="true: the Gazebo server only, no GUI (no display, CI, a remote machine)"),
     ]
