@@ -733,7 +733,7 @@ def test_the_hold_follows_the_commanded_path_to_the_take_not_its_acceleration_he
     controller's cubic braked at up to 2.7x the limit (1.48x at the demo's speed). Planned along the
     path itself (`path_ahead`), every take in the range brakes within HOLD_PEAK x the limit, at every
     moment of the excitation; the constant-acceleration plan, checked the same way, does not."""
-    from robot_ident.online.hold import hold_message, path_ahead
+    from robot_ident.online.hold import constant_acceleration, hold_message, path_ahead
     traj = excitation(wf=2 * np.pi / 2.0)
     acc = limits.bounds().acceleration
     lo, hi, age = 0.01, 0.05, 0.09
@@ -744,8 +744,8 @@ def test_the_hold_follows_the_commanded_path_to_the_take_not_its_acceleration_he
         def along(lat, ts=ts):
             qq, qqd = traj.sample(np.array([ts + lat]))[:2]
             return qq[0], qqd[0]
-        for kind, kw in (("path", {"ahead": path_ahead(traj, ts)}), ("constant", {"qdd": qdd})):
-            hold = hold_message(JOINTS, limits, 0.1, ts, q, qd, ts + age, (lo, hi), True, **kw)
+        for kind, ahead in (("path", path_ahead(traj, ts)), ("constant", constant_acceleration(qdd))):
+            hold = hold_message(JOINTS, limits, 0.1, ts, q, qd, ts + age, (lo, hi), True, ahead=ahead)
             peaks = cubic_peaks(hold, q, qd, ts, age + np.linspace(lo, hi, 9), n=401, path=along)
             worst[kind] = max(worst[kind], float((peaks / acc).max()))
     assert worst["path"] <= HOLD_PEAK * (1 + 1e-3)
@@ -776,13 +776,13 @@ def test_the_hold_plan_is_the_earliest_within_the_limits_with_the_arm_accelerati
     """online/hold.plan against a direct computation of the controller's cubics: for random
     velocities, accelerations and limits, every take in the range brakes within HOLD_PEAK x the
     limit, and 2 % earlier no point would (a grid search per joint)."""
-    from robot_ident.online.hold import plan
+    from robot_ident.online.hold import constant_acceleration, plan
     rng = np.random.default_rng(5)
     for _ in range(20):
         qd, qdd, lim = rng.uniform(-3, 3, 4), rng.uniform(-8, 8, 4), rng.uniform(4, 12, 4)
         lo, hi = sorted(rng.uniform(0.0, 0.1, 2))
         for anchored in (True, False):
-            T, off = plan(qd, qdd, lim, 0.1, lo, hi, anchored)
+            T, off = plan(qd, constant_acceleration(qdd), lim, 0.1, lo, hi, anchored)
             hold = {"stamp_ns": 1 if anchored else 0,
                     "points": [{"positions": off.tolist(), "time_from_start": {"sec": int(T), "nanosec":
                                                                                int(round((T % 1) * 1e9))}}]}

@@ -109,12 +109,17 @@ class CompressedAccumulator:
                 self._fold(j)
             self.counts[j] += m
 
-    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(W (base), y, joint) of the stacked R factors: the rows' normal equations per joint."""
+    def _stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W_std, y, joint) of the stacked R factors: the rows' normal equations per joint."""
         lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
         stack = np.vstack(lead)
         joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(lead)])
-        return self.base.regressor(stack[:, :self.n_std]), stack[:, self.n_std], joint.astype(int)
+        return stack[:, :self.n_std], stack[:, self.n_std], joint.astype(int)
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W (base), y, joint) of the stacked R factors (`model_error_term` takes these)."""
+        Ws, y, joint = self._stacked()
+        return self.base.regressor(Ws), y, joint
 
     def problem(self) -> IdentificationProblem:
         model = self.model
@@ -122,12 +127,10 @@ class CompressedAccumulator:
             if self.counts[k] == 0:
                 raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band "
                                           "(is it moving at all?)")
-        lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
-        Ws = np.vstack(lead)[:, :self.n_std]
-        W, y, joint = self.rows()
-        return IdentificationProblem(W, y, joint, model.joint_names, self.base.names, self.n_samples, self.base, Ws,
-                                     model.layout, model.nominal.copy(), None, row_counts=self.counts.copy(),
-                                     model=model)
+        Ws, y, joint = self._stacked()
+        return IdentificationProblem(self.base.regressor(Ws), y, joint, model.joint_names, self.base.names,
+                                     self.n_samples, self.base, Ws, model.layout, model.nominal.copy(), None,
+                                     row_counts=self.counts.copy(), model=model)
 
     def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
         """Per joint RMS of raw effort - W x over the kept rows (base values x)."""

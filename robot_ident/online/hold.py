@@ -4,8 +4,8 @@ The hold is one point at rest. The joint_trajectory_controller interpolates a cu
 state (x, v) at the moment it takes the trajectory to that point. The take comes some latency
 L after the joint state the hold is computed from; meanwhile the arm goes on along the
 excitation: ``x(L) = q + qd L + dx(L)``, ``v(L) = qd + dv(L)``, with (dx, dv) the commanded
-path's own motion beyond its velocity at the state (`path_ahead`; without a path, a constant
-acceleration: ``dx = qdd L**2 / 2``, ``dv = qdd L``). The path, not its acceleration at the
+path's own motion beyond its velocity at the state (`path_ahead`; `constant_acceleration`:
+``dx = qdd L**2 / 2``, ``dv = qdd L``). The path, not its acceleration at the
 state held constant: a state 0.1 s old on an excitation twice the demo's speed put the real
 peak at 2.4x the limit against a plan of 1.35x. With the point at ``g``, due ``T`` after the joint state
 (anchored in time: the cubic lasts ``h = T - L``) or ``T`` after the take (not anchored:
@@ -44,6 +44,12 @@ def _interval(T, x, v, L, A, anchored: bool):
     return lo, hi
 
 
+def constant_acceleration(qdd):
+    """`ahead` for `plan`: the arm at a constant acceleration `qdd` (n,)."""
+    qdd = np.nan_to_num(np.atleast_1d(np.asarray(qdd, float)))
+    return lambda L: (0.5 * qdd * np.asarray(L, float)[:, None] ** 2, qdd * np.asarray(L, float)[:, None])
+
+
 def path_ahead(trajectory, tau: float):
     """`ahead` for `plan`: L (K,) -> (dx, dv) (K, n), how `trajectory` (its ``sample(t)``)
     moves beyond its velocity at its time `tau` in the L after it; at rest before its start
@@ -58,19 +64,19 @@ def path_ahead(trajectory, tau: float):
     return ahead
 
 
-def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
-         peak: float = HOLD_PEAK, ahead=None) -> tuple[float, np.ndarray]:
+def plan(qd, ahead, limit, stop_time: float, lo: float, hi: float, anchored: bool,
+         peak: float = HOLD_PEAK) -> tuple[float, np.ndarray]:
     """(T, offsets (n,)): the hold point is at ``q + offsets``, due T after the joint state
     (anchored) or after the take. T is the earliest, at least `stop_time` after the latest
-    take `hi` (anchored; else `stop_time`), whose cubic brakes every joint (velocity `qd`,
-    acceleration `qdd` (n,), or the path's motion `ahead(L)` (`path_ahead`)) within `peak` x its
-    acceleration limit `limit` (n,; inf or 0: no limit) for a take at any latency in [`lo`, `hi`] (s)."""
-    qd, qdd = (np.nan_to_num(np.atleast_1d(np.asarray(a, float))) for a in (qd, qdd))
+    take `hi` (anchored; else `stop_time`), whose cubic brakes every joint (velocity `qd` (n,),
+    then the motion `ahead(L)` beyond it: `path_ahead`, `constant_acceleration`; None: coasting)
+    within `peak` x its acceleration limit `limit` (n,; inf or 0: no limit) for a take at any
+    latency in [`lo`, `hi`] (s)."""
+    qd = np.nan_to_num(np.atleast_1d(np.asarray(qd, float)))
     limit = np.atleast_1d(np.asarray(limit, float))
     lo, hi = max(float(lo), 0.0), max(float(hi), float(lo), 0.0)
     L = np.linspace(lo, hi, _GRID)
-    dx, dv = ((0.5 * qdd * L[:, None] ** 2, qdd * L[:, None]) if ahead is None
-              else (np.nan_to_num(np.asarray(a, float)) for a in ahead(L)))
+    dx, dv = (np.nan_to_num(np.asarray(a, float)) for a in (ahead or constant_acceleration(0.0 * qd))(L))
     x, v = qd * L[:, None] + dx, qd + dv
     usable = np.isfinite(limit) & (limit > 0)
     A = np.where(usable, peak * np.where(usable, limit, 1.0), np.inf)
@@ -99,9 +105,9 @@ def plan(qd, qdd, limit, stop_time: float, lo: float, hi: float, anchored: bool,
 
 
 def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: float | None,
-                 latencies: tuple[float, float], anchored: bool, qdd=None, ahead=None) -> dict:
-    """One point at rest near the arm's state (t, q, qd; `qdd` its acceleration, default 0; or
-    `ahead`, the commanded path's motion from t: `path_ahead`)
+                 latencies: tuple[float, float], anchored: bool, ahead=None) -> dict:
+    """One point at rest near the arm's state (t, q, qd; `ahead`: its motion beyond qd from t,
+    `path_ahead` of the commanded path; None: coasting)
     (clipped to the position limits), due in `stop_time` or longer where the acceleration limits
     (`limits`: an excitation LimitSpec) need it. The controller's cubic to it starts from the
     arm's state when the controller takes it: after the state's age and a latency in [lo, hi]
@@ -115,11 +121,10 @@ def hold_message(joint_names, limits, stop_time: float, t: float, q, qd, now: fl
     qd = np.where(np.isfinite(qd), qd, 0.0)                   # no reading of the arm: not braked for
     vmax = 1.5 * np.asarray(limits.velocity, float)
     qd = np.where(np.isfinite(vmax) & (vmax > 0), np.clip(qd, -vmax, vmax), qd)
-    qdd = np.zeros_like(qd) if qdd is None else np.asarray(qdd, float)
     age = 0.0 if now is None else max(now - t, 0.0)
     acc = np.asarray(limits.bounds().acceleration, float)
     lo, hi = latencies
-    T, offset = plan(qd, qdd, acc, stop_time, age + lo, age + hi, anchored, ahead=ahead)
+    T, offset = plan(qd, ahead, acc, stop_time, age + lo, age + hi, anchored)
     target = np.clip(q + offset, limits.lower, limits.upper)
     ns = int(round(T * 1e9))
     return {"joint_names": list(joint_names), "stamp_ns": int(round(t * 1e9)) if anchored else 0,
