@@ -20,8 +20,9 @@ payload: the flange mass stops at 2 x CAD and says so).
 
 With ``--real-logs DATA`` (the public logs of bench/real_logs.py, fetched, not shipped):
 per log, the held-out (or validation-recording) RMS of `physical` over `wls` per joint,
-the bodies at a plausibility bound, and the joints whose armature or friction the data
-want negative (held at 0), as `identify` runs them with the defaults.
+the bodies at a plausibility bound, the joints whose armature or friction the data
+want negative (held at 0), and how much the model-error term grows the standard
+deviations (median, largest), as `identify` runs them with the defaults.
 
     python bench/physical.py [--seeds 4] [--real-logs DATA]
 """
@@ -126,9 +127,12 @@ def real_logs(data: Path) -> None:
                     for b, info in (getattr(phys, "bodies", None) or {}).items() if info["bounds_active"]]
         negative = [t.split("'")[1] for t in (phys.quality or {}).get("data_against_bounds", ())
                     if "want a negative" in t]
+        grow = phys.std / np.asarray(phys.extra.get("std_noise", phys.std))
+        most = int(np.argmax(grow))
         print(f"  {name:<13} physical / wls per joint: {' '.join(f'{x:.3f}' for x in r)} (worst {np.nanmax(r):.3f}, "
               f"target <= 1.05); bodies at a bound: {', '.join(at_bound) or 'none'}; "
-              f"negative armature/friction held at 0: {', '.join(negative) or 'none'}")
+              f"negative armature/friction held at 0: {', '.join(negative) or 'none'}; sigma with the model-error "
+              f"term / noise alone: median {np.median(grow):.2f}, largest {grow[most]:.1f} ({phys.names[most][:40]})")
 
 
 def main() -> None:
