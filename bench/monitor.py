@@ -420,6 +420,27 @@ def positions_only(demo, clean, period: float, reps: int = 3) -> None:
           + f"; {len(lines)} calibration warning(s)")
 
 
+def health_window_ratios(npz_path, model_band, window: float | None = None) -> np.ndarray:
+    """Per joint, the largest residual ratio the health check would see over `window` s
+    windows ending every second after the calibration: RMS of r over the samples outside the
+    friction dead band and without contact (as monitor/health.py takes them) / the band
+    (the calibrated one, as the summary judges it)."""
+    from robot_ident.monitor.health import HealthSettings
+    from robot_ident.monitor.observer import DEFAULT_CALIBRATION_S as start
+    window = HealthSettings().window_s if window is None else window
+    z = np.load(npz_path)
+    t, r, slack, flag = z["time"], z["external_torque"], z["friction_slack"], z["contact"]
+    band = np.asarray(model_band, float)
+    use = (slack <= 0.01 * band) & ~flag[:, None]
+    worst = np.full(band.size, np.nan)
+    for end in np.arange(start + window, t[-1] + 1e-9, 1.0) if t[-1] >= start + window else [t[-1]]:
+        w = (t > end - window) & (t <= end) & (t >= start)
+        n = (use & w[:, None]).sum(axis=0)
+        rms = np.sqrt(((r ** 2) * (use & w[:, None])).sum(axis=0) / np.maximum(n, 1))
+        worst = np.fmax(worst, np.where(n > 0, rms / band, np.nan))
+    return worst
+
+
 # ----------------------------------------------------------------------- 3
 def real_logs(data: Path, names, work: Path) -> None:
     from real_logs import prepare
@@ -460,6 +481,9 @@ def real_logs(data: Path, names, work: Path) -> None:
         print(f"     dead band {dead} (rad/s; the friction slack fades out up to twice it)")
         print("     band (model -> after calibration): " + ", ".join(
             f"{j} {bd[j]['model']:.3g}->{bd[j]['band']:.3g}" for j in p["joints"]))
+        hw = health_window_ratios(work / f"{name}_monitor" / "monitor.npz", [bd[j]["band"] for j in p["joints"]])
+        print("     health residual ratio, worst 10 s window: " + ", ".join(
+            f"{j} {v:.2f}" for j, v in zip(p["joints"], hw)))
         for ln in lines:
             print(f"     {ln}")
         if o.events:
