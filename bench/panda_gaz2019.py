@@ -72,8 +72,11 @@ def config(method: str, cutoff) -> dict:
         filt["cutoff_hz"] = float(cutoff)
     return {"robot_ident": {"ros__parameters": {
         "joints": list(JOINTS), "current_source": "effort",
+        # tau_J comes from the link-side torque sensors, after the gear: the rotor is not in it
+        # (no armature; Gaz et al.'s model has none either)
         "identification": {"method": method, "filter": filt,
-                           "model": {"locked_positions": {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}}},
+                           "model": {"locked_positions": {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0},
+                                     "armature": False}},
     }}}
 
 

@@ -4,7 +4,10 @@ For each log: `robot-ident identify`'s engine (`offline.inputs.identify_inputs`)
 config that sets only the joints, the effort source and what the log needs to be read
 (no method, no cutoff, no --force): the exit (identified, or refused with the
 reason), every warning and note, the cutoff chosen from the data, and the per-joint
-validation RMS (held out, or on the log's own validation recording).
+validation RMS (held out, or on the log's own validation recording). The Panda's and the
+KUKA's efforts come from joint torque sensors after the gear, which do not see the
+motor's rotor: their configs say so (``identification.model.armature: false``, as the
+user guide advises); ``--armature`` identifies them with a rotor inertia all the same.
 
 The logs are not copied into this repository (their licences differ and they are
 large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
@@ -32,7 +35,7 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           Currents become joint torques by the author's drive gains (UR10E_parameters.txt).
 
     python bench/real_logs.py [--data DATA] [--logs panda kuka kuka-new kuka-new-back ur10e tx40]
-                              [--methods physical wls]
+                              [--methods physical wls] [--armature]
 """
 from __future__ import annotations
 
@@ -80,8 +83,19 @@ def _ur10e_csv(path, rows=None) -> dict:
     return {"t": a[:, 0], "q": a[:, 1:7], "qd": a[:, 7:13], "i": a[:, 13:19]}
 
 
+ARMATURE_ON_TORQUE_SENSORS = False     # --armature: a rotor inertia where the sensors cannot see one
+
+
 def prepare(name: str, data: Path, work: Path) -> dict:
     """The log as tables and a config: {urdf, config (dict), inputs, validate_inputs, holdout}."""
+    p = _prepare(name, data, work)
+    if ARMATURE_ON_TORQUE_SENSORS:
+        model = p["config"]["robot_ident"]["ros__parameters"].get("identification", {}).get("model", {})
+        model.pop("armature", None)
+    return p
+
+
+def _prepare(name: str, data: Path, work: Path) -> dict:
     from robot_ident.data.holdout import Holdout
     if name == "panda":
         from panda_gaz2019 import JOINTS, config, load_log, panda_urdf, write_npz
@@ -99,7 +113,9 @@ def prepare(name: str, data: Path, work: Path) -> dict:
             z = np.load(hw / f"measurements_{k}.npz")
             tables.append(_npz(work / f"kuka_{k}.npz", z["times"] - z["times"][0], joints, z["positions"],
                                z["velocities"], z["torques"]))
-        cfg = {"robot_ident": {"ros__parameters": {"joints": list(joints), "current_source": "effort"}}}
+        # the LWR4+'s measured torques come from its joint torque sensors, after the gear: no rotor in them
+        cfg = {"robot_ident": {"ros__parameters": {"joints": list(joints), "current_source": "effort",
+                                                   "identification": {"model": {"armature": False}}}}}
         return {"urdf": data / "kuka" / "model" / "kuka_lwr4.urdf", "config": cfg, "inputs": tables[:1],
                 "validate": tables[1:], "holdout": None, "joints": joints}
     if name == "ur10e":
@@ -191,7 +207,11 @@ def main() -> None:
     ap.add_argument("--data", default=os.environ.get("ROBOT_IDENT_REAL_LOGS"))
     ap.add_argument("--logs", nargs="+", default=["panda", "kuka", "kuka-new", "kuka-new-back", "ur10e", "tx40"])
     ap.add_argument("--methods", nargs="+", default=["physical", "wls"])
+    ap.add_argument("--armature", action="store_true",
+                    help="identify the torque-sensor logs (Panda, KUKA) with a rotor inertia too")
     args = ap.parse_args()
+    global ARMATURE_ON_TORQUE_SENSORS
+    ARMATURE_ON_TORQUE_SENSORS = args.armature
     if not args.data:
         ap.error("give the folder with the logs (--data or ROBOT_IDENT_REAL_LOGS); see this file's doc")
     work = Path(tempfile.mkdtemp(prefix="real_logs_"))

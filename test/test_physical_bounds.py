@@ -129,6 +129,8 @@ def test_a_negative_armature_or_friction_the_data_want_is_named(model, base, cas
     assert len(named) == 1, named
     assert named[0].startswith("warning: joint 'elbow': the data want a negative armature (-0.3")
     assert "and viscous friction (-2" in named[0] and "its in-sample RMS" in named[0], named[0]
+    # a negative armature: the line says that sensors after the gear do not see the rotor
+    assert "do not see the rotor: identification.model.armature: false" in named[0], named[0]
     clean = physically_consistent(case[1], bounds)
     assert not [ln for ln in quality_warnings(assess_quality(clean)) if "negative" in ln]
 
@@ -297,3 +299,7 @@ def test_a_bound_or_sign_that_costs_no_visible_effort_is_a_note():
     for effort, level in ((np.array([1.0, 1.0]), "note"), (np.array([0.05, 1.0]), "warning")):
         warn, note = data_against_signs(first, values, rms, wls_rms, ["j1", "j2"], 1.01, effort)
         assert bool(warn) == (level == "warning") and bool(note) == (level == "note")
+    # a negative friction alone: no word of the rotor
+    first = SimpleNamespace(names=["j1.Fv"], values=np.array([-0.5]), std=np.array([0.01]))
+    warn, note = data_against_signs(first, values, rms, wls_rms, ["j1", "j2"], 1.01, np.array([1.0, 1.0]))
+    assert "viscous friction" in note[0] and "rotor" not in note[0], note

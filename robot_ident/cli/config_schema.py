@@ -179,7 +179,9 @@ DEAD_BAND = Section("identification.dead_band", "Samples left out of the frictio
 ))
 
 MODEL = Section("identification.model", "The per-joint parameters besides the bodies.", "estimation/pipeline.py", (
-    Key("armature", "bool", "", code_default(FrictionOptions, "armature"), "identify the rotor inertia (Ia)"),
+    Key("armature", "bool", "", code_default(FrictionOptions, "armature"),
+        "identify the rotor inertia (Ia); false where the efforts come from joint torque sensors after the gear "
+        "(Franka, KUKA LWR/iiwa), which do not see the rotor"),
     Key("coulomb", "bool", "", code_default(FrictionOptions, "coulomb"), "identify Coulomb friction (Fc)"),
     Key("viscous", "bool", "", code_default(FrictionOptions, "viscous"), "identify viscous friction (Fv)"),
     Key("offset", "bool", "", code_default(FrictionOptions, "offset"), "identify a constant effort offset (off)"),

@@ -54,9 +54,12 @@ def data_against_signs(first, values, rms, wls_rms, joints, fit_tolerance: float
         costly = j is not None and rms[j] > SIGN_WARN_RATIO * wls_rms[j] and bool(seen[j])
         cost = (f"its in-sample RMS {100 * (rms[j] / wls_rms[j] - 1):.2g} % above WLS's" if j is not None
                 and wls_rms[j] > 0 else f"in-sample RMS above WLS's by up to {_fit_cost(rms, wls_rms, joints)}")
+        rotor = ("; efforts from joint torque sensors after the gear (Franka, KUKA LWR/iiwa) do not see the rotor: "
+                 "identification.model.armature: false models them" if any(t.startswith("armature") for t in terms)
+                 else "")
         line = (f"joint {owner!r}: the data want a negative {' and '.join(terms)}: no physical drive has that -- "
                 "efforts that lag the motion (filtered or delayed before they were logged?) or an effect the model "
-                f"lacks; the physical estimate holds them at 0 ({cost}; --method wls keeps them)")
+                f"lacks{rotor}; the physical estimate holds them at 0 ({cost}; --method wls keeps them)")
         (warnings if costly else notes).append(line)
     return warnings, notes
 
