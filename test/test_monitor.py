@@ -315,3 +315,44 @@ def test_monitor_says_when_it_watched_nothing(demo_result, tmp_path, capsys):
     assert "no contact was watched for" in io.err and "model health not judged" in io.out
     doc = yaml.safe_load((tmp_path / "m" / "events.yaml").read_text())
     assert doc["events"] == [] and doc["health"]["level"] == "n/a"
+
+
+def test_positions_that_stop_while_the_velocities_go_on_are_set_aside(pushed_arm):
+    """A filter's edge (the KUKA LWR4+ log's last 0.25 s): positions that come to rest while
+    the measured velocities carry on make the observer report torques nobody applied; the
+    events there are set aside with the reason, the push's are kept, and the mismatch stays
+    low on consistent data -- velocities 50 ms late included."""
+    from robot_ident.monitor.consistency import DISAGREE, PositionVelocityCheck, set_aside
+    from robot_ident.monitor.contact import ContactMonitor
+
+    run, model, theta = pushed_arm
+    rec = run.recording
+    n = rec.t.size
+    late = np.vstack([np.repeat(rec.qd[:1], 50, axis=0), rec.qd[:-50]])       # 50 ms late at 1 kHz
+    for qd, lag in ((rec.qd, 0), (late, 50)):
+        check = PositionVelocityCheck(0.05, 5.0)
+        m = check.update(rec.t, rec.q, qd)
+        assert abs(check.lag - lag) <= 3 and 0 < m.max() < 0.1 * DISAGREE, (check.lag, m.max())
+        assert not m[rec.t < 5.0].any()                 # no judgement in the calibration
+    # in batches of 7 ms: the same as at once; the last 5 samples come within the 5 ms of the
+    # last evaluation and wait for the next one, with the mismatch last evaluated
+    for qd in (rec.qd, late):
+        check = PositionVelocityCheck(0.05, 5.0)
+        parts = np.concatenate([check.update(rec.t[a:a + 7], rec.q[a:a + 7], qd[a:a + 7]) for a in range(0, n, 7)])
+        whole = PositionVelocityCheck(0.05, 5.0).update(rec.t, rec.q, qd)
+        done = n - n % 7
+        np.testing.assert_allclose(parts[:done], whole[:done], atol=1e-9)
+        assert (parts[done:] == parts[done - 1]).all()
+
+    edge = (rec.t >= 9.0) & (rec.t < 9.4)           # the positions stop for 0.4 s, the velocities go on
+    q = rec.q.copy()
+    q[edge] = q[np.flatnonzero(edge)[0]]
+    monitor = ContactMonitor(model, theta, np.full(model.n, 0.3))
+    step = monitor.update(rec.t, q, rec.qd, rec.effort)
+    events = monitor.detector.finish()
+    kept, aside = set_aside(events, rec.t, step.mismatch)
+    assert any(9.0 <= e.start < 9.5 for e in events), [(e.joint, e.start) for e in events]
+    assert aside and all(8.9 <= e["start"] < 9.6 and "tell different motions" in e["reason"] for e in aside)
+    assert not [e for e in kept if 9.0 <= e.start < 9.5], kept
+    assert [e for e in kept if 7.0 <= e.start < 7.5], "the push is a contact"
+    assert step.mismatch[(rec.t > 9.1) & (rec.t < 9.4)].max() > DISAGREE
