@@ -9,27 +9,22 @@ integral of the measured velocity ``b`` over the same stretch of motion:
 
 0 where they agree, 1 where one of them stands still while the other moves; the floor
 (`FLOOR_DEAD_BANDS` x the friction dead band) keeps a joint near rest, where both are
-noise, out of it. A sample's mismatch is the largest over the joints.
-
-A driver's velocity is often an estimate that runs behind the positions -- late, low-passed
-or averaged -- and at an arm's dead stop (a collision: the very event to report) it runs
-down after the positions have stopped: 0.73 for a 30 ms low-pass, read naively. So the
-first `calibration_s` of the data fit two models of the velocities, each within
-`MAX_LAG_S`: late by a shift (a delay, a moving average), and the positions' derivative
-through a first-order low-pass; a sample's mismatch is the smaller of the two (what one
-of them explains is no contradiction), and nothing is judged before. At a dead stop that
-leaves at most 0.33 (a 60 ms moving average; exact, late or low-passed velocities 0.0-0.1;
-test_monitor.py). The edge of a zero-phase filter run over a recording after it was made
-stays a mismatch (the KUKA LWR4+ log's last 0.25 s: the positions come to rest while the
-velocities carry on at 0.46 rad/s: 0.74); on the real arms' logs the largest elsewhere is
-0.08 (Panda; KUKA 0.07, UR10e 0.03), on the simulated demo arm 0.02, pushes included
-(bench/monitor.py). `DISAGREE`: the share above which they tell different motions (one
-moved less than a third of the other).
+noise, out of it. A sample's mismatch is the largest over the joints. A velocity that is
+a filtered estimate lags the positions, and on a fast arm that alone would read as a
+mismatch (the demo arm with its velocities 50 ms late: up to 0.72); so the first
+`calibration_s` of the data measure the lag (the shift within +-`MAX_LAG_S` that best
+aligns the two, least squares over every joint) and the windows are compared shifted by
+it, with no judgement before (as the contact detector's calibration). The edge of a
+zero-phase filter run over a recording after it was made is a mismatch (the KUKA LWR4+
+log's last 0.25 s: the positions come to rest while the velocities carry on at 0.46
+rad/s: 0.75); on the real arms' logs the largest elsewhere is 0.09 (Panda; KUKA 0.08,
+UR10e 0.03), on the simulated demo arm 0.02, pushes included (bench/monitor.py).
+`DISAGREE`: the share above which they tell different motions (one moved less than a
+third of the other).
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import lfilter
 
 WINDOW_S = 0.05
 FLOOR_DEAD_BANDS = 2.0
@@ -45,18 +40,15 @@ class PositionVelocityCheck:
         self.window = float(window_s)
         self.calibration_s = float(calibration_s)
         self.floor = FLOOR_DEAD_BANDS * max(float(dead_band), 0.0) * self.window
-        # two models of the measured velocities, fitted in the calibration; a sample's mismatch
-        # is the smaller of the two (data that one of them explains are no contradiction)
         self.lag: int | None = None          # samples the velocities are late by (< 0: early); None: calibrating
-        self.tau = 0.0                       # s: ... or the time constant of their first-order low-pass
-        self._a = 0.0                        # its pole at the calibration's median step
+        self._cal: list = []
         self.reset()
 
     def reset(self) -> None:
         """A break in the data: the windows (and a calibration under way) start again."""
-        self._t = self._q = self._p = self._i = None
+        self._t = self._q = self._i = None
         self._qd_last = None
-        self._cal: list = []
+        self._cal = []
         self._pending: list = []
         self._held = 0.0
         self._last = -np.inf
@@ -81,24 +73,15 @@ class PositionVelocityCheck:
             self._held, self._last = float(out[-1]), float(t[-1])
         return out[out.size - n:]
 
-    def _lowpass(self, q, before=None) -> np.ndarray:
-        """The positions through the velocities' low-pass (from rest at q[0], or continuing
-        from the filtered value `before`)."""
-        if self.tau <= 0 or not q.size:
-            return q
-        a = self._a
-        zi = a * (q[0] if before is None else before)[None]
-        return lfilter([1.0 - a], [1.0, -a], q, axis=0, zi=zi)[0]
-
     def _evaluate(self, t, q, qd) -> np.ndarray:
         if self._t is None:
+            T, Q = t, q
             integral = np.concatenate([np.zeros((1, q.shape[1])),
                                        np.cumsum(0.5 * (qd[1:] + qd[:-1]) * np.diff(t)[:, None], axis=0)])
-            T, Q, P_prev = t, q, q[:0]
         else:
             prev = np.concatenate([self._qd_last[None], qd[:-1]])
             steps = 0.5 * (qd + prev) * np.diff(np.concatenate([self._t[-1:], t]))[:, None]
-            T, Q, P_prev = np.concatenate([self._t, t]), np.concatenate([self._q, q]), self._p
+            T, Q = np.concatenate([self._t, t]), np.concatenate([self._q, q])
             integral = np.concatenate([self._i, self._i[-1] + np.cumsum(steps, axis=0)])
         out = np.zeros(t.size)
         first = 0                       # the batch's first sample judged
@@ -106,28 +89,17 @@ class PositionVelocityCheck:
             t0 = self._cal[0][0][0] if self._cal else t[0]
             first = int(np.searchsorted(t, t0 + self.calibration_s))
             self._cal.append((t[:first], q[:first], qd[:first]))
-            P = np.concatenate([P_prev, q])         # raw until the model of the velocities is known
             if first < t.size:
-                tc, qc, qdc = (np.concatenate(x) for x in zip(*self._cal))
+                self.lag = self._estimate_lag(*(np.concatenate(x) for x in zip(*self._cal)))
                 self._cal = []
-                self._calibrate(tc, qc, qdc)
-                held = T.size - t.size + first      # the samples before `first`: all in the calibration
-                pc = self._lowpass(qc)
-                P = np.concatenate([pc[pc.shape[0] - held:], self._lowpass(q[first:], pc[-1] if held else None)])
-        else:
-            P = np.concatenate([P_prev, self._lowpass(q, P_prev[-1] if P_prev.size else None)])
         if self.lag is not None and first < t.size:
             new = np.arange(T.size - t.size + first, T.size)
             pos_end, int_end = new - max(self.lag, 0), new - max(-self.lag, 0)
             ok = np.minimum(pos_end, int_end) >= 0
             a, b = self._changes(T, Q, integral, pos_end[ok], int_end[ok])
-            m = self._mismatch(a, b)
-            if self.tau > 0:
-                a, b = self._changes(T, P, integral, new[ok], new[ok])
-                m = np.minimum(m, self._mismatch(a, b))
-            out[first:][ok] = m
+            out[first:][ok] = self._mismatch(a, b)
         keep = max(0, int(np.searchsorted(T, T[-1] - self.window - 2 * MAX_LAG_S)) - 1)   # any shift's windows
-        self._t, self._q, self._p, self._i, self._qd_last = T[keep:], Q[keep:], P[keep:], integral[keep:], qd[-1]
+        self._t, self._q, self._i, self._qd_last = T[keep:], Q[keep:], integral[keep:], qd[-1]
         return out
 
     def _changes(self, T, Q, integral, pos_end, int_end):
@@ -149,51 +121,32 @@ class PositionVelocityCheck:
             m = np.abs(a - b) / (np.abs(a) + np.abs(b) + self.floor)
         return np.nan_to_num(m, nan=0.0).max(axis=1) if m.size else np.zeros(a.shape[0])
 
-    def _calibrate(self, t, q, qd) -> None:
-        """The model of the measured velocities that best explains them from the positions in
-        the calibration (least squares of the windows' position changes against the velocity
-        integrals): late by a shift (a delay, a moving average) or through a first-order
-        low-pass (a filtered estimate), each within `MAX_LAG_S`; none where nothing tells."""
-        self.lag, self.tau = 0, 0.0
+    def _estimate_lag(self, t, q, qd) -> int:
+        """The shift (samples, velocities late when > 0) that best aligns the windows' position
+        changes with the velocity integrals in the calibration; 0 where nothing tells."""
         if t.size < 3:
-            return
+            return 0
         steps = 0.5 * (qd[1:] + qd[:-1]) * np.diff(t)[:, None]
         integral = np.concatenate([np.zeros((1, q.shape[1])), np.cumsum(steps, axis=0)])
         dt = float(np.median(np.diff(t)))
         M = int(round(MAX_LAG_S / dt)) if dt > 0 else 0
         ends = np.arange(M, t.size - M)
         if ends.size < 10:
-            return
+            return 0
 
-        def shifted(lag: int) -> float:
+        def cost(lag: int) -> float:
             a, b = self._changes(t, q, integral, ends - max(lag, 0), ends - max(-lag, 0))
             return float(np.sum((a - b) ** 2))
 
-        def lowpassed(k: int) -> float:
-            self.tau, self._a = k * dt, float(np.exp(-1.0 / k)) if k else 0.0
-            a, b = self._changes(t, self._lowpass(q), integral, ends, ends)
-            return float(np.sum((a - b) ** 2))
-
-        lag, _ = _coarse_to_fine(shifted, -M, M)
-        k, _ = _coarse_to_fine(lowpassed, 0, M)
-        self.lag, self.tau, self._a = lag, k * dt, float(np.exp(-1.0 / k)) if k else 0.0
-
-
-def _coarse_to_fine(cost, lo: int, hi: int) -> tuple[int, float]:
-    """The integer in [lo, hi] of least `cost`, searched every twentieth of the range, then
-    every one around the best of those; ties go to the one nearest 0."""
-    coarse = max(1, (hi - lo) // 40)
-    best = 0 if lo <= 0 <= hi else lo
-    costs: dict = {}
-    for grid in (range(lo, hi + 1, coarse), None):
-        if grid is None:
-            grid = range(max(lo, best - coarse + 1), min(hi, best + coarse - 1) + 1)
-        for x in sorted(set(grid) | {best}, key=abs):
-            if x not in costs:
-                costs[x] = cost(x)
-        low = min(costs.values())
-        best = min((x for x, c in costs.items() if c <= low * (1 + 1e-9)), key=abs)
-    return best, costs[best]
+        coarse = max(1, M // 20)            # every coarse step, then every sample around the best of them
+        best = 0
+        for lags in (range(-M, M + 1, coarse), None):
+            if lags is None:
+                lags = range(max(-M, best - coarse + 1), min(M, best + coarse - 1) + 1)
+            costs = {lag: cost(lag) for lag in sorted(set(lags) | {0}, key=abs)}   # ties: the smallest shift
+            low = min(costs.values())
+            best = next(lag for lag, c in costs.items() if c <= low * (1 + 1e-9))
+        return best
 
 
 def set_aside(events, t, mismatch, threshold: float = DISAGREE) -> tuple[list, list]:
