@@ -324,7 +324,6 @@ def push_part(demo, reps, seed, band, m_values, zc) -> None:
     print(f"   events away from the pushes in the push run: {len(away)}"
           + (f" ({', '.join(f'{e.joint} {e.start:.3f} s' for e in away[:6])})" if away else "")
           + f"; events of the clean run inside push windows: {len(in_clean)}")
-    print("   push run: " + mismatch_line(work / "push_mon", op.set_aside))
 
 
 def clean_events_in(zc, forces):
@@ -353,7 +352,6 @@ def clean_part(demo, reps, seed, oc, zc, clean, band, wall) -> None:
     print(f"   {len(oc.events)} event(s) in {watched / 60:.1f} min watched: "
           f"{len(oc.events) / watched * 3600:.1f} per hour (target 0); health {oc.health.get('level')}"
           + "".join(f"; {f['level']} {f['joint']}: {f['reason']}" for f in oc.health.get("findings", [])))
-    print("   " + mismatch_line(demo["work"] / "clean_mon", oc.set_aside))
     doc = yaml.safe_load((demo["work"] / "clean_mon" / "events.yaml").read_text())["band"]
     rm = load_result_model(demo["result"])
     mm = MomentumModel(rm.model, rm.standard_parameters())
@@ -443,21 +441,6 @@ def health_window_ratios(npz_path, model_band, window: float | None = None) -> n
     return worst
 
 
-def mismatch_line(folder: Path, aside) -> str:
-    """The positions-velocities mismatch (monitor/consistency.py) of a monitor folder: the
-    largest outside the set-aside events and in them."""
-    z = np.load(folder / "monitor.npz")
-    t, m = z["time"], z["position_velocity_mismatch"]
-    inside = np.zeros(t.size, bool)
-    for e in aside:
-        inside |= (t >= e["start"] - 0.05) & (t <= e["end"])
-    out = m[~inside]
-    k = int(np.argmax(out)) if out.size else 0
-    txt = (f"positions-velocities mismatch: largest {out[k]:.2f} at {t[~inside][k]:.2f} s outside set-aside events"
-           if out.size else "no sample outside set-aside events")
-    return txt + (f"; {len(aside)} event(s) set aside (mismatch up to {m[inside].max():.2f})" if aside else "")
-
-
 # ----------------------------------------------------------------------- 3
 def real_logs(data: Path, names, work: Path) -> None:
     from real_logs import prepare
@@ -501,7 +484,6 @@ def real_logs(data: Path, names, work: Path) -> None:
         hw = health_window_ratios(work / f"{name}_monitor" / "monitor.npz", [bd[j]["band"] for j in p["joints"]])
         print("     health residual ratio, worst 10 s window: " + ", ".join(
             f"{j} {v:.2f}" for j, v in zip(p["joints"], hw)))
-        print("     " + mismatch_line(work / f"{name}_monitor", o.set_aside))
         for ln in lines:
             print(f"     {ln}")
         if o.events:

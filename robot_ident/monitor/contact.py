@@ -11,7 +11,6 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model.momentum import MomentumModel
-from .consistency import DISAGREE, PositionVelocityCheck
 from .health import ModelHealth
 from .observer import (
     NOISE_FACTOR,
@@ -41,7 +40,6 @@ class MonitorStep:
     r: np.ndarray              # (N, n) external torque estimates
     slack: np.ndarray          # (N, n) friction slack added to the thresholds
     contact: np.ndarray        # (N,) bool: any joint in contact
-    mismatch: np.ndarray       # (N,) positions against measured velocities (consistency.py; 0 without them)
 
 
 class ContactMonitor:
@@ -56,7 +54,6 @@ class ContactMonitor:
         self.slack = FrictionSlack(momentum.coulomb(), dead_band, self.settings.gain)
         self.detector = ContactDetector(self.joints, band, self.settings)
         self.health = ModelHealth(model, band)
-        self.consistency = PositionVelocityCheck(dead_band, self.settings.calibration_s)
         self.band_kind = band_kind
 
     @classmethod
@@ -72,7 +69,6 @@ class ContactMonitor:
         """A break in the data (a new segment): the observer and the velocity start again."""
         self.observer.reset()
         self.velocity.reset()
-        self.consistency.reset()
 
     def update(self, t, q, qd, effort) -> MonitorStep:
         """Samples in time order (`qd` None: from the positions, causally)."""
@@ -80,18 +76,14 @@ class ContactMonitor:
         q = np.atleast_2d(q)
         if qd is None:
             qd = self.velocity.update(t, q)
-            self.consistency.reset()
-            mismatch = np.zeros(t.size)
         else:                       # measured: the positions' difference starts afresh if they stop coming
             self.velocity.reset()
             qd = np.atleast_2d(qd)
-            mismatch = self.consistency.update(t, q, qd)
         r = self.observer.update(t, q, qd, effort)
         slack = self.slack.update(t, qd)
         flag = self.detector.update(t, r, slack, self.slack.steady(slack, self.detector.model_band))
-        # health judges the model on data that tell one motion
-        self.health.update(t, q, qd, r, flag | (mismatch > DISAGREE), slack <= 0.01 * self.detector.model_band)
-        return MonitorStep(r, slack, flag, mismatch)
+        self.health.update(t, q, qd, r, flag, slack <= 0.01 * self.detector.model_band)
+        return MonitorStep(r, slack, flag)
 
     def wrench(self, q, r) -> np.ndarray | None:
         return end_effector_wrench(self.model, q, r)

@@ -8,9 +8,6 @@ observer takes the converted samples in time order, as the node takes messages: 
 is filtered ahead (a zero-phase filter would look into the future), and the velocity is
 the measured one (or, without one, a causal difference of the positions).
 
-An event during which the positions and the measured velocities tell different motions
-(monitor/consistency.py) is set aside with the reason, not reported as a contact.
-
 Writes OUTPUT/events.yaml, OUTPUT/monitor.npz, OUTPUT/monitor.png and OUTPUT/monitor.html (the page).
 """
 from __future__ import annotations
@@ -23,7 +20,6 @@ import yaml
 
 from ..errors import ConfigError
 from ..io.result_model import load_result_model
-from ..monitor.consistency import set_aside
 from ..monitor.contact import ContactMonitor
 from ..monitor.observer import ObserverSettings
 from ..report.monitor_page import write_monitor_page
@@ -42,7 +38,6 @@ class MonitorOutcome:
     samples: int
     duration: float
     output: Path
-    set_aside: list          # events on data whose positions and velocities disagree (dicts with the reason)
 
 
 class _Pieces:
@@ -50,7 +45,7 @@ class _Pieces:
 
     def __init__(self, monitor: ContactMonitor):
         self.monitor = monitor
-        self.parts: list = []          # (t, r, flag, q, slack, mismatch) per piece
+        self.parts: list = []          # (t, r, flag, q, slack) per piece
         self.origin = None
         self._segment = None
 
@@ -63,7 +58,7 @@ class _Pieces:
             self.origin = origin + float(rec.t[0])
         t = rec.t + origin - self.origin
         step = self.monitor.update(t, rec.q, rec.qd, rec.effort)
-        self.parts.append((t, step.r, step.contact, rec.q, step.slack, step.mismatch))
+        self.parts.append((t, step.r, step.contact, rec.q, step.slack))
 
     def segment_end(self, segment: int, kept: bool) -> None:
         pass
@@ -89,13 +84,11 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
         with progress.stage("monitor"):      # the filter stage runs too; its output is not used
             process_input(bag, rm.cfg, lambda _rate: [rm.icfg.settings.filter], observer=feed,
                           unwrap=tuple(model.continuous_joints)).close()
-        t, r, flag, q, slack, mismatch = (np.concatenate([p[i] for p in feed.parts]) for i in range(6))
-        events, aside = set_aside(monitor.detector.finish(), t, mismatch)
+        events = monitor.detector.finish()
+        t, r, flag, q, slack = (np.concatenate([p[i] for p in feed.parts]) for i in range(5))
         health = monitor.summary()
         for line in monitor.calibration_findings():
             warn(line)
-        for e in aside:
-            warn(f"note: joint {e['joint']!r}, {e['start']:.3f}-{e['end']:.3f} s (peak {e['peak']:.3g}): {e['reason']}")
         for f in health.get("findings", []):
             warn(f"{f['level'].lower()}: joint {f['joint']!r}: {f['reason']}")
         wrench = None
@@ -109,31 +102,29 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
                "samples": int(t.size), "duration_s": float(t[-1] - t[0]) if t.size else 0.0,
                "observer": {"gain": settings.gain, "threshold": settings.threshold, "release": settings.release,
                             "max_gap_s": settings.max_gap_s, "restarts": monitor.observer.restarts},
-               "band": monitor.band_doc(), "events": [e.as_dict() for e in events], "set_aside": aside,
-               "health": health}
+               "band": monitor.band_doc(), "events": [e.as_dict() for e in events], "health": health}
         with StagedFolder(output, KIND) as tmp:
             atomic_write_text(tmp / "events.yaml", yaml.safe_dump(doc, sort_keys=False))
             thr = monitor.detector.band * settings.threshold
-            _write_npz(tmp / "monitor.npz", t, r, thr, slack, flag, joints, wrench, mismatch)
-            _plot(tmp / "monitor.png", t, r, thr + slack, events, aside, joints, settings.calibration_s)
+            _write_npz(tmp / "monitor.npz", t, r, thr, slack, flag, joints, wrench)
+            _plot(tmp / "monitor.png", t, r, thr + slack, events, joints, settings.calibration_s)
             write_monitor_page(tmp)
     finally:
         release_output(output)
     return MonitorOutcome(events, health, dict(zip(joints, monitor.detector.band)), int(t.size), doc["duration_s"],
-                          Path(output), aside)
+                          Path(output))
 
 
-def _write_npz(path, t, r, threshold, slack, flag, joints, wrench, mismatch) -> None:
+def _write_npz(path, t, r, threshold, slack, flag, joints, wrench) -> None:
     import io
     buf = io.BytesIO()
     extra = {} if wrench is None else {"wrench": wrench}
     np.savez_compressed(buf, format=np.array("robot_ident/monitor"), time=t, joints=np.array(joints),
-                        external_torque=r, threshold=threshold, friction_slack=slack, contact=flag,
-                        position_velocity_mismatch=mismatch, **extra)
+                        external_torque=r, threshold=threshold, friction_slack=slack, contact=flag, **extra)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _plot(path, t, r, threshold, events, aside, joints, calibration_s: float) -> None:
+def _plot(path, t, r, threshold, events, joints, calibration_s: float) -> None:
     """`threshold` (N, n): the contact threshold at each sample (band x threshold + slack)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -148,14 +139,10 @@ def _plot(path, t, r, threshold, events, aside, joints, calibration_s: float) ->
         for e in events:
             if e.joint == j:
                 ax.axvspan(e.start, e.end, color="C3", alpha=0.3, lw=0)
-        for e in aside:
-            if e["joint"] == j:
-                ax.axvspan(e["start"], e["end"], color="0.4", alpha=0.3, lw=0, hatch="//")
         ax.set_ylabel(j, rotation=0, ha="right", fontsize=8)
     axes[-1, 0].set_xlabel("time [s]")
     fig.suptitle("External torque estimate (grey: the contact threshold, band x threshold widened by the friction "
-                 "slack in the dead band; blue: the calibration, not watched; red: events; hatched: set aside, the "
-                 "positions and velocities disagree)", fontsize=8)
+                 "slack in the dead band; blue: the calibration, not watched; red: events)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..io.result_model import ResultModel
-from ..monitor.consistency import DISAGREE, WINDOW_S
 from ..monitor.contact import ContactMonitor
 from ..monitor.observer import ObserverSettings
 from .torque_stream import EffortConverter
@@ -48,7 +47,6 @@ class MonitorStream:
         self.without_state = 0
         self.backwards = 0
         self._last_stamp = None
-        self._mismatch = 0.0            # the largest positions-velocities mismatch since the last diagnostic
 
     @classmethod
     def from_result(cls, rm: ResultModel, cfg=None, settings: ObserverSettings | None = None,
@@ -94,7 +92,6 @@ class MonitorStream:
         qd = None if any(s.velocity.size == 0 for s in batch) else np.array([s.velocity for s in batch])
         effort = np.array([s.effort for s in batch])
         step = self.monitor.update(t, q, qd, effort)
-        self._mismatch = max(self._mismatch, float(step.mismatch.max(initial=0.0)))
         self.samples += len(batch)
         d = self.monitor.detector
         ended = d.events[self._published_events:]
@@ -127,11 +124,6 @@ class MonitorStream:
             message = "; ".join(f"{f['joint']}: {f['reason']}" for f in findings)
         else:
             message = "model holds" + (f"; contact on {', '.join(d.in_contact)}" if d.in_contact else "")
-        if self._mismatch > DISAGREE:       # the contact flag stays as it is: the arm's safety first
-            level = max(level, LEVEL["WARN"])
-            message += (f"; the joint positions and velocities disagree (mismatch {self._mismatch:.2f} over "
-                        f"{WINDOW_S * 1e3:.0f} ms): external torques there are not what the arm felt")
-        self._mismatch = 0.0
         kv = self._counts() + [(f"{j} residual / band", "n/a (at rest)" if v is None else f"{v:.3g}")
                                for j, v in (h.get("residual_ratio") or {}).items()]
         kv += [(f"{j} band", f"{b:.4g}") for j, b in zip(self.joints, d.band)]

@@ -46,11 +46,6 @@ def monitor_html(doc: dict, png: bytes | None) -> str:
         [(e["joint"], e["start"], e["end"], e["end"] - e["start"], e["peak"],
           _Raw(f"{fmt(abs(e['peak']) / band[e['joint']], 3)}") if band.get(e["joint"]) else None)
          for e in events]) if events else "<p>No contact.</p>"))
-    aside = doc.get("set_aside") or []
-    if aside:
-        parts.append(f"<h2 id='set-aside'>Set aside ({len(aside)}): not judged as contacts</h2>" + table(
-            ["joint", "start [s]", "end [s]", "peak", "why"],
-            [(e["joint"], e["start"], e["end"], e["peak"], e.get("reason", "")) for e in aside]))
     if png is not None:
         parts.append("<h2 id='torques'>External torques</h2>" + img(png, "external torque estimates over time"))
     parts.append("<p id='render-check'></p>")
