@@ -132,9 +132,8 @@ def add_model_error(result, main, left_out: dict) -> None:
     if cov.shape != (len(result.values),) * 2 or not np.all(np.isfinite(cov)) or not np.all(sigma > 0):
         return
     add, info = model_error_variance(main, left_out, 1.0 / sigma, cov, result.data_gain)
-    cov = np.asarray(result.covariance, float)
     result.extra["std_noise"] = [float(v) for v in result.std]
-    cov = cov.copy()
+    cov = np.array(result.covariance, float)          # a copy: the fit's own covariance stays as it was
     cov[np.diag_indices_from(cov)] += add
     result.covariance = cov
     result.std = np.sqrt(np.clip(np.diag(cov), 0.0, None))

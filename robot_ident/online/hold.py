@@ -76,7 +76,8 @@ def plan(qd, ahead, limit, stop_time: float, lo: float, hi: float, anchored: boo
     limit = np.atleast_1d(np.asarray(limit, float))
     lo, hi = max(float(lo), 0.0), max(float(hi), float(lo), 0.0)
     L = np.linspace(lo, hi, _GRID)
-    dx, dv = (np.nan_to_num(np.asarray(a, float)) for a in (ahead or constant_acceleration(0.0 * qd))(L))
+    ahead = constant_acceleration(np.zeros_like(qd)) if ahead is None else ahead      # None: coasting
+    dx, dv = (np.nan_to_num(np.asarray(a, float)) for a in ahead(L))
     x, v = qd * L[:, None] + dx, qd + dv
     usable = np.isfinite(limit) & (limit > 0)
     A = np.where(usable, peak * np.where(usable, limit, 1.0), np.inf)
