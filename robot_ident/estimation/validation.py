@@ -8,14 +8,22 @@ Next to the relative RMS (``rms / RMS(measured)``, which exceeds 100 % on a join
 whose effort stays near zero however good the fit) the report gives the NRMS:
 ``rms`` over the joint's effort limit from the URDF, or, when the URDF has none,
 over the measured effort range (max - min); ``nrms_reference`` says which.
+
+``slow_rms`` is the RMS of the residual as a momentum observer of gain ``slow_gain``
+passes it (two first-order lags, monitor/observer.py; the monitor's default gain): white
+effort noise mostly filtered away, a slow model error whole. The monitor's contact
+threshold is kept above the peaks such an error reaches.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.signal import lfilter
 
+from .. import defaults
 from ..data.signals import ProcessedData
 from ..errors import SignalError
 from ..model.robot import RobotModel
@@ -24,6 +32,7 @@ from ..model.transmission import dead_band_rows
 # A joint with fewer moving held-out samples than this is "not validated" (by name);
 # the others are validated and the result is kept.
 MIN_VALIDATION_SAMPLES = 10
+LAG_GAP_S = 0.1      # a longer step between samples (or a step back: another run) restarts the lags
 
 
 @dataclass
@@ -42,6 +51,8 @@ class ValidationReport:
     nrms_scale: np.ndarray | None = None    # (n,) effort limit or measured range [N*m or N]
     nrms_reference: tuple[str, ...] = ()    # per joint: 'effort_limit' or 'effort_range'
     not_validated: dict = field(default_factory=dict)   # joint -> why (too few moving samples)
+    slow_rms: np.ndarray | None = None      # (n,) RMS of the residual through the observer's lags
+    slow_gain: float | None = None          # their gain [1/s]
 
     @property
     def validated(self) -> np.ndarray:
@@ -58,6 +69,8 @@ class ValidationReport:
                  "max_abs_error": float(self.max_abs_error[k]), "samples": int(self.n_samples[k])}
             if self.noise_ratio is not None:
                 d["rms_over_noise_std"] = float(self.noise_ratio[k])
+            if self.slow_rms is not None and np.isfinite(self.slow_rms[k]):
+                d["slow_rms"] = float(self.slow_rms[k])
             if self.nrms is not None:
                 d["nrms"] = float(self.nrms[k])
                 d["nrms_reference"] = self.nrms_reference[k]
@@ -67,11 +80,13 @@ class ValidationReport:
 
 
 class RmsAccumulator:
-    """Per-joint RMS of measured - predicted over masked samples that arrive in blocks; the
-    report's time series keep every `every`-th sample (counted over all blocks). A whole
-    recording in memory is one block (`rms_report`)."""
+    """Per-joint RMS of measured - predicted over masked samples that arrive in blocks in
+    time order; the report's time series keep every `every`-th sample (counted over all
+    blocks). A whole recording in memory is one block (`rms_report`). Also the RMS of the
+    residual through two first-order lags of gain `slow_gain` (the module's doc), restarted
+    where the samples break off."""
 
-    def __init__(self, joint_names, every: int = 1):
+    def __init__(self, joint_names, every: int = 1, slow_gain: float = defaults.MONITOR_GAIN):
         self.joint_names = tuple(joint_names)
         n = len(self.joint_names)
         self.ss, self.ref, self.mx = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -80,6 +95,28 @@ class RmsAccumulator:
         self.every = max(1, int(every))
         self.done = 0
         self.ts, self.meas, self.pred = [], [], []
+        self.slow_gain = float(slow_gain)
+        self.slow_ss = np.zeros(n)
+        self._lag_t, self._lag_y = None, None
+
+    def _lagged(self, t, e) -> np.ndarray:
+        """e (N, n) through the two lags, exp(-K dt) at each piece's median step; they carry
+        over from the last block, and restart at 0 after a gap or a step back in time."""
+        t = np.asarray(t, float)
+        step = t - np.concatenate([[np.nan if self._lag_t is None else self._lag_t], t[:-1]])
+        fresh = ~((step > 0) & (step <= LAG_GAP_S))
+        cuts = np.unique(np.concatenate([[0], np.flatnonzero(fresh), [t.size]]))
+        out = np.empty_like(e)
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            if fresh[a]:
+                self._lag_y = np.zeros((2, e.shape[1]))
+            steps = step[a + 1:b] if fresh[a] else step[a:b]
+            g = math.exp(-self.slow_gain * float(np.median(steps))) if steps.size else 1.0
+            y1 = lfilter([1.0 - g], [1.0, -g], e[a:b], axis=0, zi=g * self._lag_y[:1])[0]
+            out[a:b] = lfilter([1.0 - g], [1.0, -g], y1, axis=0, zi=g * self._lag_y[1:])[0]
+            self._lag_y = np.stack([y1[-1], out[b - 1]])
+        self._lag_t = t[-1]
+        return out
 
     def add(self, t, measured, predicted, mask=None) -> None:
         measured = np.asarray(measured, float)
@@ -89,6 +126,8 @@ class RmsAccumulator:
         mask = np.ones(measured.shape, bool) if mask is None else np.asarray(mask, bool)
         e = measured - predicted
         self.ss += np.sum(np.where(mask, e ** 2, 0.0), axis=0)
+        if e.shape[0]:
+            self.slow_ss += np.sum(np.where(mask, self._lagged(t, e) ** 2, 0.0), axis=0)
         self.ref += np.sum(np.where(mask, measured ** 2, 0.0), axis=0)
         self.mx = np.maximum(self.mx, np.max(np.where(mask, np.abs(e), 0.0), axis=0, initial=0.0))
         self.cnt += mask.sum(axis=0)
@@ -108,6 +147,7 @@ class RmsAccumulator:
         c = np.where(ok, self.cnt, 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             rms = np.where(ok, np.sqrt(self.ss / c), np.nan)
+            slow = np.where(ok, np.sqrt(self.slow_ss / c), np.nan)
             rref = np.sqrt(self.ref / c)
             rel = np.where(ok, np.where(rref > 0, rms / np.where(rref > 0, rref, 1.0), np.inf), np.nan)
         ratio = None if noise_std is None else rms / np.asarray(noise_std, float)
@@ -120,7 +160,7 @@ class RmsAccumulator:
         cat = (lambda a, w: np.concatenate(a) if a else np.zeros((0,) if w == 0 else (0, n)))  # noqa: E731
         return ValidationReport(self.joint_names, rms, rel, ratio, np.where(ok, self.mx, np.nan), self.cnt.astype(int),
                                 moving_threshold, cat(self.ts, 0), cat(self.meas, n), cat(self.pred, n), nrms, scale,
-                                refs, why)
+                                refs, why, slow, self.slow_gain)
 
 
 def not_validated_lines(report: ValidationReport | None) -> list[str]:

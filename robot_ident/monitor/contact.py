@@ -14,6 +14,7 @@ from ..model.momentum import MomentumModel
 from .health import ModelHealth
 from .observer import (
     NOISE_FACTOR,
+    SLOW_PEAK,
     CausalVelocity,
     ContactDetector,
     FrictionSlack,
@@ -23,14 +24,17 @@ from .observer import (
 )
 
 
-def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str]:
+def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str, np.ndarray | None]:
     """The model's band per joint: the result's held-out RMS against the raw effort, else
-    its in-sample one; and which it is."""
+    its in-sample one; which it is; and the held-out residual's RMS through the observer's
+    lags (`slow_rms`, estimation/validation.py) where the result has it, else None."""
     held = ((doc.get("validation") or {}).get("joints")) or {}
     try:
         if all(j in held and held[j].get("rms") for j in joints):
-            return np.array([float(held[j]["rms"]) for j in joints]), "held-out RMS"
-        return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS"
+            slow = (np.array([float(held[j]["slow_rms"]) for j in joints])
+                    if all(held[j].get("slow_rms") is not None for j in joints) else None)
+            return np.array([float(held[j]["rms"]) for j in joints]), "held-out RMS", slow
+        return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS", None
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"result.yaml: the residual RMS per joint is incomplete ({exc})") from None
 
@@ -44,7 +48,7 @@ class MonitorStep:
 
 class ContactMonitor:
     def __init__(self, model, theta, band, settings: ObserverSettings | None = None, dead_band: float = 0.05,
-                 band_kind: str = "given"):
+                 band_kind: str = "given", slow=None):
         self.model = model
         self.joints = tuple(model.joint_names)
         self.settings = settings or ObserverSettings()
@@ -52,7 +56,7 @@ class ContactMonitor:
         self.observer = MomentumObserver(momentum, self.settings)
         self.velocity = CausalVelocity(self.settings.gain)
         self.slack = FrictionSlack(momentum.coulomb(), dead_band, self.settings.gain)
-        self.detector = ContactDetector(self.joints, band, self.settings)
+        self.detector = ContactDetector(self.joints, band, self.settings, slow=slow)
         self.health = ModelHealth(model, band)
         self.band_kind = band_kind
 
@@ -61,9 +65,9 @@ class ContactMonitor:
         """From an `io.result_model.ResultModel` (its residual RMS is the model's band)."""
         if getattr(rm.model, "closures", None):
             raise ConfigError("the monitor runs serial arms (this result is a closed chain)")
-        band, kind = result_band(rm.doc, rm.model.joint_names, rm.raw_rms)
+        band, kind, slow = result_band(rm.doc, rm.model.joint_names, rm.raw_rms)
         dead_band = float((rm.doc.get("settings") or {}).get("moving_threshold", rm.icfg.settings.moving_threshold))
-        return cls(rm.model, rm.standard_parameters(), band, settings, dead_band, kind)
+        return cls(rm.model, rm.standard_parameters(), band, settings, dead_band, kind, slow)
 
     def restart(self) -> None:
         """A break in the data (a new segment): the observer and the velocity start again."""
@@ -101,10 +105,11 @@ class ContactMonitor:
             return None if not np.isfinite(x) else float(f"{x:.6g}")
         d = self.detector
         return {"model": self.band_kind, "calibration_s": self.settings.calibration_s,
-                "note": f"per joint: max(the result's residual RMS, {NOISE_FACTOR:g} x the observer's RMS in the "
-                        "calibration)",
-                **{j: {"band": g(b), "model": g(m), "observer_rms": g(o)}
-                   for j, b, m, o in zip(self.joints, d.band, d.model_band, d.observer_rms)}}
+                "note": f"per joint: band max(the result's residual RMS, {NOISE_FACTOR:g} x the observer's RMS in the "
+                        f"calibration); threshold max({self.settings.threshold:g} x band, {SLOW_PEAK:g} x the "
+                        "result's held-out residual through the observer (slow_rms))",
+                **{j: {"band": g(b), "model": g(m), "observer_rms": g(o), "threshold": g(on)}
+                   for j, b, m, o, on in zip(self.joints, d.band, d.model_band, d.observer_rms, d.on)}}
 
     def calibration_findings(self) -> list[str]:
         """What the calibration says about what the monitor could see: nothing watched (data
@@ -113,13 +118,16 @@ class ContactMonitor:
         if not d.calibrated:
             return [f"warning: the data end within the calibration ({s.calibration_s:g} s): no contact was "
                     "watched for"]
-        out = []
-        for j, b, m in zip(self.joints, d.band, d.model_band):
+        out = [f"note: joint {j!r}: the model's own slow error ({f / SLOW_PEAK:.3g} RMS through the observer, "
+               f"held out) keeps the contact threshold at {f:.3g}, {f / (s.threshold * b):.2f} x its band's: "
+               "smaller contacts cannot be told from it"
+               for j, f, b in zip(self.joints, d.floor, d.band) if f > s.threshold * b]
+        for j, b, m, f in zip(self.joints, d.band, d.model_band, d.floor):
             if b > 5.0 * m:
                 kind = "warning" if b > 20.0 * m else "note"
                 why = ("a contact in the first {:g} s, or very noisy velocities" if kind == "warning"
                        else "the velocities' noise through M(q) qd").format(s.calibration_s)
                 out.append(f"{kind}: joint {j!r}: the observer's noise in the calibration makes the band "
                            f"{b / m:.1f} x the model's residual ({b:.3g} against {m:.3g}; {why}): contacts below "
-                           f"{s.threshold * b:.3g} go unseen there")
+                           f"{max(s.threshold * b, f):.3g} go unseen there")
         return out

@@ -7,7 +7,7 @@ Without contact, r is what the model leaves unexplained, low-passed. Three quest
   identification's residual RMS). The observer only filters, so on data like the
   identification's this ratio is at most about 1: below it where the residual is noise
   the observer filters away, near it where it is a slow model error the observer passes
-  (a real arm's: 10 s windows of the KUKA LWR4+'s own validation recording reach 1.12,
+  (a real arm's: 10 s windows of the KUKA LWR4+'s own validation recording reach 1.24,
   bench/monitor.py). WARN above 1.5 (the unexplained effort grew by half), ERROR above 2.
 * **friction drift**: Coulomb and viscous friction re-estimated recursively (the package's
   RLS, `estimation.recursive`, forgetting with a time constant of `drift_time_s`) from

@@ -18,7 +18,9 @@ Each joint's band is the larger of the identification's residual RMS against the
 effort (result.yaml: held out, else in-sample) and NOISE_FACTOR times the observer's own
 noise RMS in the calibration (the first `calibration_s` of the data). A contact starts
 when ``|r_j|`` exceeds ``threshold`` times the band (plus the friction slack of the dead
-band) and ends when it falls below ``release`` times that; each event keeps its signed peak.
+band), but never less than SLOW_PEAK times the model error the observer passes (the
+result's held-out ``slow_rms``, estimation/validation.py), and ends when it falls below
+``release`` times that; each event keeps its signed peak.
 """
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ DEFAULT_CALIBRATION_S = defaults.MONITOR_CALIBRATION_S
 NOISE_FACTOR = 4.0            # the band is at least this times the observer's RMS in calibration
 # (its RMS varies with the pose, M(q) times the velocity noise: 1.2-1.9x the calibration's in
 # other seconds of the demo arm; 2.5 gave 6 false alarms an hour on clean simulated data)
+SLOW_PEAK = 4.5               # the threshold is at least this times the result's slow_rms: a model
+# error the observer passes whole is slow, and a slow Gaussian residual of RMS s and correlation
+# time c peaks near s sqrt(2 ln(T / c)) in a time T: 4.3 s in an hour at c = 0.3 s. White effort
+# noise is mostly filtered (slow_rms 0.23 x its RMS at 1 kHz), so there the band's threshold rules
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,7 @@ class ContactDetector:
     band: np.ndarray                  # (n,) N*m or N
     settings: ObserverSettings = field(default_factory=ObserverSettings)
     events: list = field(default_factory=list)
+    slow: np.ndarray | None = None    # (n,) the model error the observer passes (RMS), if known
 
     def __post_init__(self):
         self.band = np.asarray(self.band, dtype=float)
@@ -179,6 +186,8 @@ class ContactDetector:
             raise ConfigError(f"the noise band of joint(s) {', '.join(map(repr, bad))} is not a positive number "
                               "(the result's residual RMS)")
         self.model_band = self.band.copy()
+        slow = np.zeros(self.band.size) if self.slow is None else np.nan_to_num(np.asarray(self.slow, float))
+        self.floor = SLOW_PEAK * slow     # the threshold's floor
         self._set_band(self.band)
         self._open: dict[int, ContactEvent] = {}
         self._t0 = None
@@ -189,7 +198,7 @@ class ContactDetector:
 
     def _set_band(self, band) -> None:
         self.band = np.asarray(band, float)
-        self.on = self.settings.threshold * self.band
+        self.on = np.fmax(self.settings.threshold * self.band, self.floor)
         self.off = self.settings.release * self.on
 
     def _calibrate(self, t, r, moving) -> int:

@@ -11,7 +11,8 @@ def add_parser(sub):
                        description="Runs a result's model over a recording as the monitor node does next to the "
                                    "arm: a generalised-momentum observer estimates the external joint torques, "
                                    "contacts are where they leave the no-contact band (the result's residual RMS "
-                                   "times --threshold), and the model's health (residual, friction drift, payload "
+                                   "times --threshold, and at least 4.5 times its held-out residual as the observer "
+                                   "passes it), and the model's health (residual, friction drift, payload "
                                    "change) is judged. Writes OUTPUT/events.yaml, monitor.npz, monitor.png "
                                    "and monitor.html.")
     p.add_argument("--bag", required=True, help="rosbag2 folder (or CSV/NPZ table) to monitor")
