@@ -23,7 +23,9 @@ momentum observer sees a push, how often it cries wolf, and what an update costs
    then monitored on the validation recording (KUKA, UR10e) or on the identification
    recording itself (Panda, TX40: in-sample). They hold no contact: every event is a false
    alarm. Each event is printed with the joint's speed and the time to its nearest
-   velocity reversal, and the health level and findings.
+   velocity reversal, and the health level and findings. The KUKA runs lose their last
+   0.5 s, the transient of their authors' forward-backward filter (bench/real_logs.py;
+   --keep-edges keeps them).
 4. cost: MomentumObserver.update + ContactDetector.update on 10 s of 1 kHz demo-arm data in
    one batch and in batches of 50, 10 and 1 samples (the node updates per callback);
    target < 0.2 ms per sample. FrictionSlack and ModelHealth are shown beside them.
@@ -517,7 +519,7 @@ def cost(demo) -> None:
     mm = MomentumModel(rm.model, theta)
     rec = demo["ident_run"].recording
     t, q, qd, eff = rec.t, rec.q, rec.qd, rec.effort
-    band, _ = result_band(rm.doc, rm.model.joint_names, rm.raw_rms)
+    band, _, _ = result_band(rm.doc, rm.model.joint_names, rm.raw_rms)
     dead = demo["dead"]
     N = t.size
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -555,7 +557,12 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=None, help="clean data for part 2 (default 10; --quick 3)")
     ap.add_argument("--seed", type=int, default=1, help="noise seed of the monitored runs (the model's run: 0)")
     ap.add_argument("--quick", action="store_true", help="3 minutes, m in 2, 3, 5")
+    ap.add_argument("--keep-edges", action="store_true",
+                    help="the KUKA runs with their authors' filter transients (bench/real_logs.py --keep-edges)")
     args = ap.parse_args()
+    if args.keep_edges:
+        import real_logs as rl
+        rl.KEEP_FILTER_EDGES = True
     minutes = args.minutes or (3.0 if args.quick else 10.0)
     m_values = M_QUICK if args.quick else M_FULL
     work = Path(tempfile.mkdtemp(prefix="bench_monitor_"))

@@ -20,7 +20,15 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           git clone https://github.com/kjyv/FloBaRoID F
           git -C F archive 4e2e5a2992f2175aa4e494c0d827590435a969a8 data/KUKA/HW model/kuka_lwr4.urdf \
               | tar -x -C DATA/kuka
-          The recordings were low-passed by their authors (about 2-3 Hz) before saving.
+          The recordings were low-passed by their authors (about 2-3 Hz) before saving, forwards
+          and backwards (FloBaRoID's identification/data.py: filtfilt on positions and torques,
+          velocities from the filtered positions, filtered again). Such a filter rings at the
+          ends of a recording where the arm moves: in every run's last 0.5 s the slope of the
+          positions and the velocities part (their 50 ms maximum rises from 0.003-0.007 rad/s,
+          the runs' medians, to 0.6-1.3 rad/s at the end: the positions come to rest, the
+          velocities and torques carry on); the first second shows nothing of it. No sensor
+          produced those samples and no arm running live gives them, so the bench drops the
+          last KUKA_EDGE_S of each KUKA run; ``--keep-edges`` keeps them.
           Runs 1 and 2 are one trajectory twice (positions within 6 mrad), run 3 another:
           `kuka` identifies on 1 and validates on 2 (a repeat: identify notes it), `kuka-new`
           identifies on 1 and validates on 3, `kuka-new-back` identifies on 3 and validates on 1.
@@ -35,7 +43,7 @@ large); put them under one folder (``--data`` or ``ROBOT_IDENT_REAL_LOGS``):
           Currents become joint torques by the author's drive gains (UR10E_parameters.txt).
 
     python bench/real_logs.py [--data DATA] [--logs panda kuka kuka-new kuka-new-back ur10e tx40]
-                              [--methods physical wls] [--armature]
+                              [--methods physical wls] [--armature] [--keep-edges]
 """
 from __future__ import annotations
 
@@ -84,6 +92,8 @@ def _ur10e_csv(path, rows=None) -> dict:
 
 
 ARMATURE_ON_TORQUE_SENSORS = False     # --armature: a rotor inertia where the sensors cannot see one
+KUKA_EDGE_S = 0.5                      # the authors' forward-backward filter's end transient (see above)
+KEEP_FILTER_EDGES = False              # --keep-edges: the KUKA runs as published, edges and all
 
 
 def prepare(name: str, data: Path, work: Path) -> dict:
@@ -111,8 +121,10 @@ def _prepare(name: str, data: Path, work: Path) -> dict:
         tables = []
         for k in KUKA_RUNS[name]:        # identification run, validation run
             z = np.load(hw / f"measurements_{k}.npz")
-            tables.append(_npz(work / f"kuka_{k}.npz", z["times"] - z["times"][0], joints, z["positions"],
-                               z["velocities"], z["torques"]))
+            t = z["times"] - z["times"][0]
+            keep = t <= t[-1] - (0.0 if KEEP_FILTER_EDGES else KUKA_EDGE_S)
+            tables.append(_npz(work / f"kuka_{k}.npz", t[keep], joints, z["positions"][keep],
+                               z["velocities"][keep], z["torques"][keep]))
         # the LWR4+'s measured torques come from its joint torque sensors, after the gear: no rotor in them
         cfg = {"robot_ident": {"ros__parameters": {"joints": list(joints), "current_source": "effort",
                                                    "identification": {"model": {"armature": False}}}}}
@@ -209,9 +221,12 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", default=["physical", "wls"])
     ap.add_argument("--armature", action="store_true",
                     help="identify the torque-sensor logs (Panda, KUKA) with a rotor inertia too")
+    ap.add_argument("--keep-edges", action="store_true",
+                    help="keep the KUKA runs' last KUKA_EDGE_S (their authors' filter transient)")
     args = ap.parse_args()
-    global ARMATURE_ON_TORQUE_SENSORS
+    global ARMATURE_ON_TORQUE_SENSORS, KEEP_FILTER_EDGES
     ARMATURE_ON_TORQUE_SENSORS = args.armature
+    KEEP_FILTER_EDGES = args.keep_edges
     if not args.data:
         ap.error("give the folder with the logs (--data or ROBOT_IDENT_REAL_LOGS); see this file's doc")
     work = Path(tempfile.mkdtemp(prefix="real_logs_"))
