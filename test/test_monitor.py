@@ -214,6 +214,30 @@ def test_detector_keeps_above_the_models_slow_error():
     assert [e.joint for e in events] == ["b"] and 20.0 <= events[0].start < 20.01
 
 
+def test_slow_floor_only_at_its_own_gain_and_only_from_finite_figures(demo_urdf):
+    from robot_ident.monitor.contact import ContactMonitor, result_band
+    m = RobotModel(demo_urdf)
+    joints = m.joint_names
+    held = {j: {"rms": 0.1, "slow_rms": 0.08, "slow_peak": 0.3, "slow_peak_t": 4.0, "slow_gain": 200.0}
+            for j in joints}
+    band, kind, slow = result_band({"validation": {"joints": held}}, joints, {})
+    assert kind == "held-out RMS" and slow["gain"] == 200.0
+    t = np.arange(0, 0.2, 0.001)
+    q = np.zeros((t.size, m.n))
+    for gain, floored in ((200.0, True), (100.0, False)):
+        mon = ContactMonitor(m, m.nominal, band, ObserverSettings(gain=gain, calibration_s=0.05), slow=slow)
+        np.testing.assert_allclose(mon.detector.floor, SLOW_PEAK * 0.08 if floored else 0.0)
+        mon.update(t, q, q, np.zeros((t.size, m.n)))
+        notes = " ".join(mon.calibration_findings())
+        assert ("largest 0.3 at 4.00 s" in notes) == floored and ("taken at gain 200" in notes) != floored
+    held[joints[1]]["slow_rms"] = float("inf")
+    with pytest.raises(ConfigError, match=joints[1]):
+        result_band({"validation": {"joints": held}}, joints, {})
+    del held[joints[1]]["slow_rms"]                     # one joint without: no floor there, the others keep it
+    held[joints[0]]["slow_rms"] = 0.08
+    assert np.isnan(result_band({"validation": {"joints": held}}, joints, {})[2]["rms"][1])
+
+
 @pytest.fixture(scope="module")
 def demo_result(tmp_path_factory, demo_urdf):
     """A WLS result of the demo arm from one clean simulated run."""

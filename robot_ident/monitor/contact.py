@@ -5,6 +5,7 @@ recording's converted samples (offline/monitor_workflow.py), the monitor node th
 joint states and currents (nodes/monitor_node.py): one implementation for both."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,19 +25,39 @@ from .observer import (
 )
 
 
-def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str, np.ndarray | None]:
+def result_band(doc: dict, joints, raw_rms: dict) -> tuple[np.ndarray, str, dict | None]:
     """The model's band per joint: the result's held-out RMS against the raw effort, else
-    its in-sample one; which it is; and the held-out residual's RMS through the observer's
-    lags (`slow_rms`, estimation/validation.py) where the result has it, else None."""
+    its in-sample one; which it is; and the held-out residual through the observer's lags
+    (estimation/validation.py) where the result has it: {rms, peak, peak_t (NaN for a joint
+    without), gain}, else None."""
     held = ((doc.get("validation") or {}).get("joints")) or {}
     try:
-        if all(j in held and held[j].get("rms") for j in joints):
-            slow = (np.array([float(held[j]["slow_rms"]) for j in joints])
-                    if all(held[j].get("slow_rms") is not None for j in joints) else None)
-            return np.array([float(held[j]["rms"]) for j in joints]), "held-out RMS", slow
-        return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS", None
+        if not all(j in held and held[j].get("rms") for j in joints):
+            return np.array([float(raw_rms[j]) for j in joints]), "in-sample RMS", None
+        band = np.array([float(held[j]["rms"]) for j in joints])
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"result.yaml: the residual RMS per joint is incomplete ({exc})") from None
+    if not any(held[j].get("slow_rms") is not None for j in joints):
+        return band, "held-out RMS", None          # a result from before slow_rms
+    slow = {k: np.full(len(joints), np.nan) for k in ("rms", "peak", "peak_t")}
+    gains = set()
+    for i, j in enumerate(joints):
+        if held[j].get("slow_rms") is None:
+            continue
+        try:
+            vals = [float(held[j][k]) for k in ("slow_rms", "slow_peak", "slow_peak_t", "slow_gain")]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"result.yaml: validation.joints.{j}: slow_rms without its slow_peak, slow_peak_t "
+                              f"and slow_gain ({exc})") from None
+        if not all(math.isfinite(v) for v in vals) or vals[0] < 0 or vals[1] < 0 or vals[3] <= 0:
+            raise ConfigError(f"result.yaml: validation.joints.{j}: slow_rms {vals[0]!r}, slow_peak {vals[1]!r}, "
+                              f"slow_gain {vals[3]!r} must be finite and not negative")
+        slow["rms"][i], slow["peak"][i], slow["peak_t"][i] = vals[:3]
+        gains.add(vals[3])
+    if len(gains) > 1:
+        raise ConfigError(f"result.yaml: validation.joints: slow_rms taken at different gains {sorted(gains)}")
+    slow["gain"] = gains.pop()
+    return band, "held-out RMS", slow
 
 
 @dataclass
@@ -48,7 +69,9 @@ class MonitorStep:
 
 class ContactMonitor:
     def __init__(self, model, theta, band, settings: ObserverSettings | None = None, dead_band: float = 0.05,
-                 band_kind: str = "given", slow=None):
+                 band_kind: str = "given", slow: dict | None = None):
+        """`slow`: the result's held-out residual through the observer's lags (`result_band`);
+        it floors the contact threshold when it was taken at this monitor's gain."""
         self.model = model
         self.joints = tuple(model.joint_names)
         self.settings = settings or ObserverSettings()
@@ -56,7 +79,9 @@ class ContactMonitor:
         self.observer = MomentumObserver(momentum, self.settings)
         self.velocity = CausalVelocity(self.settings.gain)
         self.slack = FrictionSlack(momentum.coulomb(), dead_band, self.settings.gain)
-        self.detector = ContactDetector(self.joints, band, self.settings, slow=slow)
+        self.slow = slow
+        same_gain = slow is not None and math.isclose(slow["gain"], self.settings.gain, rel_tol=1e-9)
+        self.detector = ContactDetector(self.joints, band, self.settings, slow=slow["rms"] if same_gain else None)
         self.health = ModelHealth(model, band)
         self.band_kind = band_kind
 
@@ -106,8 +131,9 @@ class ContactMonitor:
         d = self.detector
         return {"model": self.band_kind, "calibration_s": self.settings.calibration_s,
                 "note": f"per joint: band max(the result's residual RMS, {NOISE_FACTOR:g} x the observer's RMS in the "
-                        f"calibration); threshold max({self.settings.threshold:g} x band, {SLOW_PEAK:g} x the "
-                        "result's held-out residual through the observer (slow_rms))",
+                        f"calibration); threshold {self.settings.threshold:g} x band"
+                        + (f", at least {SLOW_PEAK:g} x the result's held-out residual through the observer (slow_rms)"
+                           if self.detector.floor.any() else ""),
                 **{j: {"band": g(b), "model": g(m), "observer_rms": g(o), "threshold": g(on)}
                    for j, b, m, o, on in zip(self.joints, d.band, d.model_band, d.observer_rms, d.on)}}
 
@@ -118,10 +144,19 @@ class ContactMonitor:
         if not d.calibrated:
             return [f"warning: the data end within the calibration ({s.calibration_s:g} s): no contact was "
                     "watched for"]
-        out = [f"note: joint {j!r}: the model's own slow error ({f / SLOW_PEAK:.3g} RMS through the observer, "
-               f"held out) keeps the contact threshold at {f:.3g}, {f / (s.threshold * b):.2f} x its band's: "
-               "smaller contacts cannot be told from it"
-               for j, f, b in zip(self.joints, d.floor, d.band) if f > s.threshold * b]
+        out = []
+        sl = self.slow
+        if sl is not None and not d.floor.any() and not math.isclose(sl["gain"], s.gain, rel_tol=1e-9):
+            out.append(f"note: the result's held-out residual through the observer was taken at gain {sl['gain']:g} "
+                       f"1/s, this monitor runs at {s.gain:g}: the contact thresholds are {s.threshold:g} x the "
+                       "bands, without the floor of the model's slow error")
+        for k, (j, f, b) in enumerate(zip(self.joints, d.floor, d.band)):
+            if f > s.threshold * b:
+                out.append(f"note: joint {j!r}: the held-out residual through the observer (RMS "
+                           f"{sl['rms'][k]:.3g}, largest {sl['peak'][k]:.3g} at {sl['peak_t'][k]:.2f} s of the "
+                           "held-out samples: the model's own slow error, or an event in those data) keeps the "
+                           f"contact threshold at {f:.3g}, {f / (s.threshold * b):.2f} x its band's: smaller "
+                           "contacts cannot be told from it")
         for j, b, m, f in zip(self.joints, d.band, d.model_band, d.floor):
             if b > 5.0 * m:
                 kind = "warning" if b > 20.0 * m else "note"

@@ -44,7 +44,8 @@ NOISE_FACTOR = 4.0            # the band is at least this times the observer's R
 SLOW_PEAK = 4.5               # the threshold is at least this times the result's slow_rms: a model
 # error the observer passes whole is slow, and a slow Gaussian residual of RMS s and correlation
 # time c peaks near s sqrt(2 ln(T / c)) in a time T: 4.3 s in an hour at c = 0.3 s. White effort
-# noise is mostly filtered (slow_rms 0.23 x its RMS at 1 kHz), so there the band's threshold rules
+# noise is mostly filtered (slow_rms 0.17 x its RMS; the simulated arm's 0.21-0.35), so there the
+# band's threshold rules. A monitor at another gain than slow_rms's keeps no floor (monitor/contact.py)
 
 
 @dataclass(frozen=True)
