@@ -28,8 +28,8 @@ def _diagnostics(model, base, data, chunks=3):
     acc = CompressedAccumulator(model, base)
     for idx in np.array_split(np.arange(data.n_samples), chunks):
         acc.add(data.subset(idx), np.ones((idx.size, model.n), bool))
-    x_std = base.standard_from_base(np.linalg.lstsq(acc.problem().W, acc.problem().y, rcond=None)[0])
-    return structure_diagnostics(acc.R, acc.n_std, x_std, model.joint_names), x_std
+    x_base = np.linalg.lstsq(acc.problem().W, acc.problem().y, rcond=None)[0]
+    return structure_diagnostics(acc.R, acc.n_par, x_base, model.joint_names), base.standard_from_base(x_base)
 
 
 def _share(r, cols):

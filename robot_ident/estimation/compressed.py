@@ -1,17 +1,19 @@
 """The identification problem in compressed form, accumulated chunk by chunk.
 
-For each joint j the kept rows [W_std_j | y_j | raw_j | P_j] (standard regressor,
-filtered effort, raw effort, and the structure check's probes, structure_check.py) are
-reduced by an incremental QR to their R factor, a square matrix: stacking a chunk's
-rows under the previous R and taking the R of that is the QR of all rows so far. The
-leading (n_std + 2) block of that R is the R of [W_std_j | y_j | raw_j] alone (a QR's
-leading columns do not see the later ones). Because Q is orthogonal,
+For each joint j the kept rows [W_j | y_j | raw_j | P_j] (base regressor, filtered
+effort, raw effort, and the structure check's probes, structure_check.py) are reduced by
+an incremental QR to their R factor, a square matrix: stacking a chunk's rows under the
+previous R and taking the R of that is the QR of all rows so far. The leading
+(n_base + 2) block of that R is the R of [W_j | y_j | raw_j] alone (a QR's leading
+columns do not see the later ones). The standard regressor is the base one times the
+base projection (``W_std = W P``, model/base.py), so its rows are ``R_W P``: the QRs
+run on the base columns only (58 of the demo arm's 84). Because Q is orthogonal,
 
     ||y_j - W_j x||^2 = ||R_j [x; -1; 0]||^2     and     ||raw_j - W_j x||^2 = ||R_j [x; 0; -1]||^2
 
 for every x, so the stacked R_j are a problem with the same least-squares solution,
 covariance, condition number and per-joint residual sums as the full one, in
-n (n_std + 2) rows whatever the recording's length. `IdentificationProblem.row_counts`
+n (n_base + 2) rows whatever the recording's length. `IdentificationProblem.row_counts`
 carries the true row counts (degrees of freedom, RMS). OLS, WLS (per-joint weights
 scale whole R_j blocks) and the physically consistent estimator (W^T W and W^T y is
 all it uses) run on it unchanged; robust IRLS, RLS and the Sobol methods need the rows
@@ -43,7 +45,7 @@ FOLD_ROWS = 2000         # rows a joint's blocks gather before they are folded i
 
 
 class CompressedAccumulator:
-    """Per-joint R factors of [W_std | y | raw | probes] over the rows outside the dead band."""
+    """Per-joint R factors of [W (base) | y | raw | probes] over the rows outside the dead band."""
 
     def __init__(self, model: RobotModel, base: BaseParameters, probes: bool = True):
         """`probes`: carry the structure check's probe columns (the cutoff's cross-validation
@@ -52,8 +54,9 @@ class CompressedAccumulator:
             raise IdentificationError("base parameters were computed for a different parameter layout")
         self.model, self.base = model, base
         self.n_std = model.layout.size
+        self.n_par = base.size          # the regressor's columns here: the base parameters
         self.probes = probes
-        self.n_cols = self.n_std + 2 + (n_probes(model.n) if probes else 0)
+        self.n_cols = self.n_par + 2 + (n_probes(model.n) if probes else 0)
         self._R = [np.zeros((0, self.n_cols)) for _ in range(model.n)]
         self._pending: list[list] = [[] for _ in range(model.n)]    # rows not yet in the R factor
         self._pending_rows = np.zeros(model.n, dtype=np.int64)
@@ -83,25 +86,25 @@ class CompressedAccumulator:
         self.n_samples += N
         if N == 0:
             return
-        Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
-        self._add_rows(Ws, data, keep, probe_columns(self.model, data) if self.probes else None)
+        W = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)[:, :, self.base.independent]
+        self._add_rows(W, data, keep, probe_columns(self.model, data) if self.probes else None)
         for label, kept in (left_out or {}).items():
             if label not in self.left_out:
                 self.left_out[label] = CompressedAccumulator(self.model, self.base, probes=False)
-            self.left_out[label]._add_rows(Ws, data, keep & ~kept, None)
+            self.left_out[label]._add_rows(W, data, keep & ~kept, None)
 
-    def _add_rows(self, Ws, data: ProcessedData, keep: np.ndarray, probes) -> None:
+    def _add_rows(self, W, data: ProcessedData, keep: np.ndarray, probes) -> None:
         for j in range(self.model.n):
             rows = keep[:, j]
             m = int(rows.sum())
             if not m:
                 continue
             block = np.empty((m, self.n_cols))
-            block[:, :self.n_std] = Ws[rows, j, :]
-            block[:, self.n_std] = data.effort[rows, j]
-            block[:, self.n_std + 1] = data.effort_raw[rows, j]
+            block[:, :self.n_par] = W[rows, j, :]
+            block[:, self.n_par] = data.effort[rows, j]
+            block[:, self.n_par + 1] = data.effort_raw[rows, j]
             if probes is not None:
-                block[:, self.n_std + 2:] = probes[rows, j, :]
+                block[:, self.n_par + 2:] = probes[rows, j, :]
             # small blocks wait: one QR of the R factor per FOLD_ROWS rows, not per block
             self._pending[j].append(block)
             self._pending_rows[j] += m
@@ -109,17 +112,13 @@ class CompressedAccumulator:
                 self._fold(j)
             self.counts[j] += m
 
-    def _stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(W_std, y, joint) of the stacked R factors: the rows' normal equations per joint."""
-        lead = [R[:self.n_std + 2, :self.n_std + 2] for R in self.R]
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W (base), y, joint) of the stacked R factors: the rows' normal equations per joint
+        (`model_error_term` takes these)."""
+        lead = [R[:self.n_par + 2, :self.n_par + 2] for R in self.R]
         stack = np.vstack(lead)
         joint = np.concatenate([np.full(r.shape[0], j) for j, r in enumerate(lead)])
-        return stack[:, :self.n_std], stack[:, self.n_std], joint.astype(int)
-
-    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(W (base), y, joint) of the stacked R factors (`model_error_term` takes these)."""
-        Ws, y, joint = self._stacked()
-        return self.base.regressor(Ws), y, joint
+        return stack[:, :self.n_par], stack[:, self.n_par], joint.astype(int)
 
     def problem(self) -> IdentificationProblem:
         model = self.model
@@ -127,16 +126,17 @@ class CompressedAccumulator:
             if self.counts[k] == 0:
                 raise IdentificationError(f"joint {name!r} has no sample outside the friction dead band "
                                           "(is it moving at all?)")
-        Ws, y, joint = self._stacked()
-        return IdentificationProblem(self.base.regressor(Ws), y, joint, model.joint_names, self.base.names,
-                                     self.n_samples, self.base, Ws, model.layout, model.nominal.copy(), None,
+        W, y, joint = self.rows()
+        return IdentificationProblem(W, y, joint, model.joint_names, self.base.names,
+                                     self.n_samples, self.base, W @ self.base.projection, model.layout,
+                                     model.nominal.copy(), None,
                                      row_counts=self.counts.copy(), model=model)
 
     def raw_residual_rms(self, values: np.ndarray) -> np.ndarray:
         """Per joint RMS of raw effort - W x over the kept rows (base values x)."""
         v = np.zeros(self.n_cols)
-        v[:self.n_std] = self.base.standard_from_base(values)
-        v[self.n_std + 1] = -1.0
+        v[:self.n_par] = values
+        v[self.n_par + 1] = -1.0
         ss = np.array([float(np.sum((R @ v) ** 2)) for R in self.R])
         return np.sqrt(ss / np.maximum(self.counts, 1))
 
@@ -208,7 +208,7 @@ def validate_runs(result, model: RobotModel, runs, threshold: float, guard_s: fl
     total = run_rows(runs)
     acc = RmsAccumulator(model.joint_names, every=-(-total // plot_points))
     for d, mask in run_chunks(runs, threshold, guard_s, chunk, model):
-        acc.add(d.t, d.effort_raw, result.predict(model, d.q, d.qd, d.qdd), mask)
+        acc.add(d.t, d.effort_raw, result.predict(model, d.q, d.qd, d.qdd), mask, d.effort)
         if progress is not None:
             progress(acc.done, total)
     return acc.report(noise_std, threshold, model.limits.effort)

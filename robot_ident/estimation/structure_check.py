@@ -65,7 +65,9 @@ def _ss_left(A: np.ndarray, r: np.ndarray) -> float:
 
 def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names) -> list[dict]:
     """Per joint: {joint, relative_rms (residual / measured effort RMS over the kept rows),
-    explained: {probe: share of the centred residual variance}, gain_slope}."""
+    explained: {probe: share of the centred residual variance}, gain_slope}. `R_factors`:
+    per joint the R of [W | y | raw | probes] with W's `n_std` columns and `x_std` their
+    parameters (standard, or base as `compressed.CompressedAccumulator` keeps them)."""
     n = len(joint_names)
     out = []
     for j, R in enumerate(R_factors):
@@ -246,8 +248,7 @@ def check_structure(result, acc, problem) -> None:
     problem of the accumulator `acc`) into ``result.extra['structure']``, and the joints
     that miss structure into ``result.extra['structure_findings']`` (conditioning.assess_quality)."""
     from .least_squares import wls_values
-    x_std = acc.base.standard_from_base(wls_values(problem))
-    diag = structure_diagnostics(acc.R, acc.n_std, x_std, acc.model.joint_names)
+    diag = structure_diagnostics(acc.R, acc.n_par, wls_values(problem), acc.model.joint_names)
     result.extra["structure"], result.extra["structure_findings"] = diag, judge_structure(diag)
 
 
