@@ -86,21 +86,23 @@ class CompressedAccumulator:
         self.n_samples += N
         if N == 0:
             return
-        W = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)[:, :, self.base.independent]
-        self._add_rows(W, data, keep, probe_columns(self.model, data) if self.probes else None)
+        Ws = self.model.regressor(data.q, data.qd, data.qdd).reshape(N, n, self.n_std)
+        self._add_rows(Ws, data, keep, probe_columns(self.model, data) if self.probes else None)
         for label, kept in (left_out or {}).items():
             if label not in self.left_out:
                 self.left_out[label] = CompressedAccumulator(self.model, self.base, probes=False)
-            self.left_out[label]._add_rows(W, data, keep & ~kept, None)
+            self.left_out[label]._add_rows(Ws, data, keep & ~kept, None)
 
-    def _add_rows(self, W, data: ProcessedData, keep: np.ndarray, probes) -> None:
+    def _add_rows(self, Ws, data: ProcessedData, keep: np.ndarray, probes) -> None:
+        """The kept rows of joint j's standard regressor rows `Ws[:, j]`, their base columns."""
+        cols = self.base.independent
         for j in range(self.model.n):
             rows = keep[:, j]
             m = int(rows.sum())
             if not m:
                 continue
             block = np.empty((m, self.n_cols))
-            block[:, :self.n_par] = W[rows, j, :]
+            block[:, :self.n_par] = Ws[rows, j][:, cols]
             block[:, self.n_par] = data.effort[rows, j]
             block[:, self.n_par + 1] = data.effort_raw[rows, j]
             if probes is not None:
