@@ -381,6 +381,11 @@ def test_monitor_stream_takes_messages_as_the_node_does(demo_result):
     events += stream.open_events()
     level, message, kv = stream.diagnostic()
     assert level == 0 and message.startswith("model holds"), message
+    kv = dict(kv)
+    d = stream.monitor.detector
+    for j, on in zip(stream.joints, d.on):              # the thresholds the node publishes are the detector's
+        assert float(kv[f"{j} contact threshold"]) == pytest.approx(on, rel=1e-3)
+    np.testing.assert_array_equal(outputs[-1].threshold, d.on)
     assert stream.samples >= 9990 and stream.without_state <= 2
     assert any(o.contact for o in outputs) and not any(o.contact for o in outputs if o.stamp_ns < outputs[0].stamp_ns
                                                        + 6.9e9)

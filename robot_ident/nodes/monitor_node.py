@@ -10,14 +10,15 @@ without ROS). Publishes:
 
 * ``~/external_torque`` (sensor_msgs/JointState, effort field): the momentum observer's
   estimate of the external joint torques, stamped with the current measurement's time;
-* ``~/contact`` (std_msgs/Bool): a joint's estimate outside its band x ``threshold``
-  (plus the friction slack in the dead band);
+* ``~/contact`` (std_msgs/Bool): a joint's estimate outside its band x ``threshold``,
+  at least 4.5 x the model's slow error held out (plus the friction slack in the dead band);
 * ``~/wrench`` (geometry_msgs/WrenchStamped, frame of the model's root link, at the last
   joint's origin) while in contact, on a serial arm;
 * ``~/events`` (std_msgs/String): each contact event that ended, as YAML (joint, start,
   end in seconds from the first sample, signed peak);
 * ``/diagnostics``: OK / WARN / ERROR with the reason (residual over the band, friction
-  drift, payload change), once a second; ``~/status`` (transient local).
+  drift, payload change), once a second, each joint's band and contact threshold and the
+  calibration's notes as key-values; ``~/status`` (transient local).
 
 The first ``calibration_s`` seconds learn the observer's own noise: keep the arm free of
 contact then (the status says ``calibrating``).

@@ -27,7 +27,8 @@ LEVEL = {"OK": 0, "WARN": 1, "ERROR": 2}
 class MonitorOutput:
     stamp_ns: int
     external: np.ndarray              # (n,) latest estimate
-    threshold: np.ndarray             # (n,) contact thresholds (band x threshold, without the friction slack)
+    threshold: np.ndarray             # (n,) contact thresholds (band x threshold, at least the model's slow
+    # error's floor; without the friction slack)
     contact: bool
     in_contact: tuple                 # joints in contact now
     wrench: np.ndarray | None         # (6,) force, torque at the last joint, base axes; None: not a serial arm
@@ -100,7 +101,7 @@ class MonitorStream:
         if step.contact[-1]:
             w = self.monitor.wrench(q[-1:], step.r[-1:])
             wrench = None if w is None else w[0]
-        return MonitorOutput(batch[-1].stamp_ns, step.r[-1], d.band * self.monitor.settings.threshold,
+        return MonitorOutput(batch[-1].stamp_ns, step.r[-1], d.on.copy(),
                              bool(step.contact[-1]), d.in_contact, wrench,
                              [e.as_dict() for e in ended], len(batch))
 
@@ -127,6 +128,8 @@ class MonitorStream:
         kv = self._counts() + [(f"{j} residual / band", "n/a (at rest)" if v is None else f"{v:.3g}")
                                for j, v in (h.get("residual_ratio") or {}).items()]
         kv += [(f"{j} band", f"{b:.4g}") for j, b in zip(self.joints, d.band)]
+        kv += [(f"{j} contact threshold", f"{on:.4g}") for j, on in zip(self.joints, d.on)]
+        kv += [(f"calibration {k + 1}", line) for k, line in enumerate(self.monitor.calibration_findings())]
         return level, message, kv
 
     def _counts(self) -> list:
