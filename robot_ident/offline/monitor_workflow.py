@@ -105,7 +105,7 @@ def monitor_bag(bag, result_dir, output, *, urdf=None, config_path=None, setting
                "band": monitor.band_doc(), "events": [e.as_dict() for e in events], "health": health}
         with StagedFolder(output, KIND) as tmp:
             atomic_write_text(tmp / "events.yaml", yaml.safe_dump(doc, sort_keys=False))
-            thr = monitor.detector.band * settings.threshold
+            thr = monitor.detector.on.copy()     # band x threshold, at least the slow-error floor
             _write_npz(tmp / "monitor.npz", t, r, thr, slack, flag, joints, wrench)
             _plot(tmp / "monitor.png", t, r, thr + slack, events, joints, settings.calibration_s)
             write_monitor_page(tmp)
@@ -125,7 +125,8 @@ def _write_npz(path, t, r, threshold, slack, flag, joints, wrench) -> None:
 
 
 def _plot(path, t, r, threshold, events, joints, calibration_s: float) -> None:
-    """`threshold` (N, n): the contact threshold at each sample (band x threshold + slack)."""
+    """`threshold` (N, n): the contact threshold at each sample (band x threshold, at least the
+    model's slow-error floor, + slack)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -141,8 +142,9 @@ def _plot(path, t, r, threshold, events, joints, calibration_s: float) -> None:
                 ax.axvspan(e.start, e.end, color="C3", alpha=0.3, lw=0)
         ax.set_ylabel(j, rotation=0, ha="right", fontsize=8)
     axes[-1, 0].set_xlabel("time [s]")
-    fig.suptitle("External torque estimate (grey: the contact threshold, band x threshold widened by the friction "
-                 "slack in the dead band; blue: the calibration, not watched; red: events)", fontsize=8)
+    fig.suptitle("External torque estimate (grey: the contact threshold, band x threshold or the model's slow-error "
+                 "floor, widened by the friction slack in the dead band; blue: the calibration, not watched; "
+                 "red: events)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

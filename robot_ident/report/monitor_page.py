@@ -28,17 +28,17 @@ def monitor_html(doc: dict, png: bytes | None) -> str:
     for j in joints:
         b = doc["band"][j]
         f = fric.get(j) or {}
-        rows.append((j, b.get("band"), b.get("model"), b.get("observer_rms"), ratio.get(j), f.get("Fc"), f.get("Fv")))
+        rows.append((j, b.get("band"), b.get("threshold"), b.get("model"), b.get("observer_rms"), ratio.get(j),
+                     f.get("Fc"), f.get("Fv")))
     parts.append("<h2 id='bands'>Bands and drift</h2>" + table(
-        ["joint", "band", "model's residual RMS", "observer RMS (calibration)", "residual / band (last window)",
-         "Coulomb change", "viscous change"], rows))
+        ["joint", "band", "contact threshold", "model's residual RMS", "observer RMS (calibration)",
+         "residual / band (last window)", "Coulomb change", "viscous change"], rows))
     pc = h.get("payload_change") or {}
     if pc:
         parts.append(f"<p>Payload change at the last body: {fmt(pc.get('mass'))} kg "
                      f"(std {fmt(pc.get('mass_std'))} kg).</p>")
     parts.append(f"<p class='caption'>{esc((doc.get('band') or {}).get('note', ''))}; a contact starts above "
-                 f"{fmt((doc.get('observer') or {}).get('threshold'))} x the band (plus the friction slack in the "
-                 "dead band).</p>")
+                 "the contact threshold (plus the friction slack in the dead band).</p>")
     events = doc.get("events") or []
     band = {j: (doc["band"][j] or {}).get("band") for j in joints}
     parts.append(f"<h2 id='events'>Contact events ({len(events)})</h2>" + (table(
