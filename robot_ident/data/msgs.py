@@ -97,11 +97,6 @@ def dynamic_joint_state_values(msg, interface: str) -> tuple[int, tuple[str, ...
     return stamp_ns(msg), names, out
 
 
-def dynamic_joint_state_interfaces(msg) -> dict[str, set[str]]:
-    """Joint name -> the interface names it publishes (for error messages)."""
-    return {j: set(iv.interface_names) for j, iv in zip(msg.joint_names, msg.interface_values)}
-
-
 class JointStreamCollector:
     """Accumulates messages of one topic into a `JointStream`.
 

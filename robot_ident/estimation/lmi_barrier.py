@@ -64,10 +64,6 @@ class BarrierSolution:
     newton_steps: int
     t: float
 
-    def multipliers(self, problem: BarrierProblem) -> np.ndarray:
-        """Lagrange multiplier estimates of the scalar constraints, 1 / (t * slack)."""
-        return 1.0 / (self.t * problem.slacks(self.x))
-
 
 def _stack(problem: BarrierProblem):
     """The blocks as stacked arrays (all blocks have the same shape here: 10 parameters, 4x4)."""

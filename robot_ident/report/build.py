@@ -254,7 +254,3 @@ def _change(a, b) -> float | None:
     except (TypeError, ValueError):
         return None
     return 100.0 * (b - a) / abs(a) if a != 0 and math.isfinite(a) and math.isfinite(b) else None
-
-
-def as_array(values) -> np.ndarray:
-    return np.array([np.nan if v is None else float(v) for v in values])

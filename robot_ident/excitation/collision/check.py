@@ -86,10 +86,3 @@ def check_collisions(traj, cm, dt: float = 1e-3) -> CollisionReport:
     return report_from_distances(cm, t, D, float(t[1] - t[0]) if n_pts > 1 else 0.0)
 
 
-def safe_step(cm, qd_max, fraction: float = 0.5) -> float:
-    """A time step small enough that no geometry point moves more than ``fraction * margin``
-    between samples, given the joints' peak speeds ``qd_max`` (a conservative bound)."""
-    v = float(np.sum(np.abs(np.asarray(qd_max, dtype=float)) * cm.lever_bounds()))
-    if v <= 0:
-        return np.inf
-    return fraction * max(cm.margin, 1e-3) / v

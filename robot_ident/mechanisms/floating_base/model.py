@@ -108,10 +108,6 @@ class FloatingBaseModel:
         return np.concatenate([np.arange(10 * self.bodies.index(b), 10 * self.bodies.index(b) + 10)
                                for b in bodies]) if bodies else np.zeros(0, int)
 
-    def arm_mass(self) -> np.ndarray:
-        """Mass of each arm body (joint order), from the URDF."""
-        return np.array([self.nominal[self.body_slice(j)][0] for j in self.joint_names])
-
     # ------------------------------------------------------------- kinematics
     def pin_state(self, q_arm, qd_arm, base_twist, base_pose: pin.SE3 | None = None):
         """Pinocchio (q, v) from joint angles, joint rates and the base twist
