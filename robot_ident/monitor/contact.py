@@ -146,7 +146,7 @@ class ContactMonitor:
                     "watched for"]
         out = []
         sl = self.slow
-        if sl is not None and not d.floor.any() and not math.isclose(sl["gain"], s.gain, rel_tol=1e-9):
+        if sl is not None and not math.isclose(sl["gain"], s.gain, rel_tol=1e-9):
             out.append(f"note: the result's held-out residual through the observer was taken at gain {sl['gain']:g} "
                        f"1/s, this monitor runs at {s.gain:g}: the contact thresholds are {s.threshold:g} x the "
                        "bands, without the floor of the model's slow error")
