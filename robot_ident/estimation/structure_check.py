@@ -63,11 +63,11 @@ def _ss_left(A: np.ndarray, r: np.ndarray) -> float:
     return float(e @ e)
 
 
-def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names) -> list[dict]:
+def structure_diagnostics(R_factors, n_w: int, x: np.ndarray, joint_names) -> list[dict]:
     """Per joint: {joint, relative_rms (residual / measured effort RMS over the kept rows),
     explained: {probe: share of the centred residual variance}, gain_slope}. `R_factors`:
-    per joint the R of [W | y | raw | probes] with W's `n_std` columns and `x_std` their
-    parameters (standard, or base as `compressed.CompressedAccumulator` keeps them)."""
+    per joint the R of [W | y | raw | probes] with W's `n_w` columns and `x` their parameters
+    (base, as `compressed.CompressedAccumulator` keeps them, or any other regressor's)."""
     n = len(joint_names)
     out = []
     for j, R in enumerate(R_factors):
@@ -75,18 +75,18 @@ def structure_diagnostics(R_factors, n_std: int, x_std: np.ndarray, joint_names)
             continue
         m = R.shape[1]
         v_r = np.zeros(m)
-        v_r[:n_std], v_r[n_std] = -x_std, 1.0
+        v_r[:n_w], v_r[n_w] = -x, 1.0
         v_p = np.zeros(m)
-        v_p[:n_std] = x_std
-        r, pred, raw = R @ v_r, R @ v_p, R[:, n_std + 1]
-        P = R[:, n_std + 2:]
+        v_p[:n_w] = x
+        r, pred, raw = R @ v_r, R @ v_p, R[:, n_w + 1]
+        P = R[:, n_w + 2:]
         one = P[:, :1]
         ss0 = _ss_left(one, r)
         ee = float(raw @ raw)
         rel = float(np.sqrt(float(r @ r) / ee)) if ee > 0 else float("nan")
         share = (lambda A: max(0.0, 1.0 - _ss_left(np.column_stack([one, A]), r) / ss0)) if ss0 > 0 else \
             (lambda A: 0.0)
-        explained = {"position": share(P[:, 1:2]), "own": share(R[:, :n_std]), "gain": share(pred[:, None])}
+        explained = {"position": share(P[:, 1:2]), "own": share(R[:, :n_w]), "gain": share(pred[:, None])}
         others = [joint_names[k] for k in range(n) if k != j]
         for k, name in enumerate(others):
             explained[f"effort of {name}"] = share(P[:, 2 + k:3 + k])
