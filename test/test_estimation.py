@@ -113,3 +113,20 @@ def test_a_model_the_data_do_not_determine_names_its_weakest_combination(demo_ur
     assert 1 <= len(weak["parameters"]) <= 3 and set(weak["parameters"]) <= set(r.names)
     line = quality_warnings(q_)[0]
     assert f"this motion does not tell apart {weak['parameters'][0]}" in line and "% of their RMS" in line
+
+
+@pytest.mark.parametrize("shape", [(2500, 60), (40, 60), (0, 7), (1, 1)])
+def test_r_factor_of_stacked_blocks_is_householder_r(shape):
+    """`r_factor` (LAPACK dgeqrt) of blocks stacked, an earlier R among them, is numpy's
+    Householder R (dgeqrf) to rounding, up to the signs of its rows, and R^T R = A^T A."""
+    from robot_ident.estimation.r_factor import r_factor
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=shape) * np.logspace(0, 6, shape[1])      # columns of very different scales
+    m = shape[0]
+    blocks = [A[:m // 3], A[m // 3:m // 2], A[m // 2:]]
+    R = r_factor(r_factor(*blocks[:2]), blocks[2])
+    ref = np.linalg.qr(A, mode="r")
+    assert R.shape == ref.shape
+    np.testing.assert_allclose(np.abs(R), np.abs(ref), rtol=1e-9, atol=1e-9 * np.abs(ref).max(initial=0))
+    np.testing.assert_allclose(R.T @ R, A.T @ A, rtol=1e-10, atol=1e-10 * np.abs(A.T @ A).max(initial=0))
+    assert np.array_equal(R, np.triu(R))

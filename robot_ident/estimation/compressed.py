@@ -36,6 +36,7 @@ from ..errors import IdentificationError
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
 from .problem import IdentificationProblem
+from .r_factor import r_factor
 from .structure_check import n_probes, probe_columns
 from .validation import RmsAccumulator, ValidationReport
 
@@ -73,7 +74,7 @@ class CompressedAccumulator:
 
     def _fold(self, j: int) -> None:
         if self._pending[j]:
-            self._R[j] = np.linalg.qr(np.vstack([self._R[j], *self._pending[j]]), mode="r")
+            self._R[j] = r_factor(self._R[j], *self._pending[j])
             self._pending[j], self._pending_rows[j] = [], 0
 
     def add(self, data: ProcessedData, keep: np.ndarray, left_out: dict | None = None) -> None:

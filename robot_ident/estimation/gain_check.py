@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .r_factor import r_factor
+
 
 def cad_efforts(model, data) -> np.ndarray | None:
     """(N, n) the CAD model's rigid-body efforts at the samples (None: no model to predict)."""
@@ -165,7 +167,7 @@ class GainCheck:
             if self.extra is not None:    # the joint's other columns, then its COM-shift ones, before the prediction
                 other, com, scale = self.extra[k]
                 rows = np.hstack([rows[:, :4], Y[:, k, other], Y[:, k, com] * scale, rows[:, 4:]])
-            self.R[k] = np.linalg.qr(np.vstack([self.R[k], rows]), mode="r")
+            self.R[k] = r_factor(self.R[k], rows)
         if Y is not None:
             A = np.zeros((data.n_samples, n, self.width))
             for k in range(n):
@@ -174,7 +176,7 @@ class GainCheck:
             A[:, :, 5 * n:5 * n + 10] = Y[:, :, self.tool_cols]
             A[:, :, 5 * n + 10:-1] = Y[:, :, self.tool_other]
             A[:, :, -1] = cols[:, :, 5]
-            self.R_tool = np.linalg.qr(np.vstack([self.R_tool, A.reshape(-1, self.width)]), mode="r")
+            self.R_tool = r_factor(self.R_tool, A.reshape(-1, self.width))
 
     def slopes(self) -> dict:
         """joint -> (slope, partial correlation) ({} when nothing was added, or the model

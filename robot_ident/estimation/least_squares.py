@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import IdentificationError
 from .problem import IdentificationProblem
+from .r_factor import r_factor
 from .result import IdentificationResult
 from .uncertainty import hac_covariance
 
@@ -52,7 +53,7 @@ def _solve(W: np.ndarray, y: np.ndarray, names) -> tuple[np.ndarray, np.ndarray,
         raise IdentificationError(f"the data do not excite base parameter(s) {listed}: their regressor "
                                   "columns are zero on the kept samples")
     p = W.shape[1]
-    Raug = np.linalg.qr(np.column_stack([W / norms, y]), mode="r")
+    Raug = r_factor(np.column_stack([W / norms, y]))
     R, c = Raug[:p, :p], Raug[:p, p]
     U, s, Vt = np.linalg.svd(R)
     if s[-1] < RANK_TOL * s[0]:

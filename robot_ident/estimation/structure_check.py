@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.signals import ProcessedData
+from .r_factor import r_factor
 
 
 def n_probes(n_joints: int) -> int:
@@ -290,6 +291,6 @@ def structure_of_rows(model, data: ProcessedData, sample, joint, A: np.ndarray, 
     for j in range(model.n):
         rows = joint == j
         block = np.column_stack([A[rows], y[rows], data.effort_raw[sample[rows], j], probes[sample[rows], j, :]])
-        R.append(np.linalg.qr(block, mode="r") if rows.any() else np.zeros((0, block.shape[1])))
+        R.append(r_factor(block))
     diag = structure_diagnostics(R, A.shape[1], x, model.joint_names)
     return diag, judge_structure(diag)

@@ -57,9 +57,8 @@ class RegressorEvaluator:
         return Y.reshape(N * n, -1)
 
     def inertial_stack(self, q, qd, qdd) -> np.ndarray:
-        """(N, n, n_inertial) Pinocchio joint torque regressors (fast path only): one
-        call per sample with as little Python around it as possible."""
-        import pinocchio as pin
+        """(N, n, n_inertial) Pinocchio joint torque regressors (fast path only)."""
+        from ..model.pin_batch import joint_torque_regressors
         N, n = q.shape
         perm, pm, pd = self._perm, self.model.model, self._pdata
         ident = bool((perm == np.arange(n)).all())
@@ -69,9 +68,7 @@ class RegressorEvaluator:
             qp, vp, ap = (np.empty((N, n)) for _ in range(3))
             qp[:, perm], vp[:, perm], ap[:, perm] = q, qd, qdd
         out = np.empty((N, n, self.model.layout.n_inertial))
-        reg = pin.computeJointTorqueRegressor
-        for s, (a, b, c) in enumerate(zip(qp, vp, ap)):
-            out[s] = reg(pm, pd, a, b, c)
+        joint_torque_regressors(pm, pd, qp, vp, ap, out)
         return out if ident else out[:, perm]
 
     def standard(self, q, qd, qdd) -> np.ndarray:

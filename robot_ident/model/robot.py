@@ -41,6 +41,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import ModelError
+from .pin_batch import joint_torque_regressors
 from .transmission import Transmission
 from .urdf_joints import check_mimics, mimic_and_leaders, mimic_joints, rename_locked_link_clashes
 from .urdf_text import read_urdf_text
@@ -368,13 +369,18 @@ class RobotModel:
         N = q.shape[0]
         Y = np.empty((N, self.n, self.layout.size))
         ni = self.layout.n_inertial
-        m, d, reg = self.model, self.data, pin.computeJointTorqueRegressor
-        Yi = np.empty((min(N, _BLOCK), m.nv, ni))       # contiguous per sample: Pinocchio's output as is
-        for lo in range(0, N, _BLOCK):
-            hi = min(N, lo + _BLOCK)
-            for s, (a, b, c) in enumerate(zip(*self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]))):
-                Yi[s] = reg(m, d, a, b, c)
-            Y[lo:hi, :, :ni] = Yi[:hi - lo] if self._rows_identity else Yi[:hi - lo][:, self._idx_v]
+        if self._rows_identity:      # Pinocchio's rows are the joints': write into Y itself
+            for lo in range(0, N, _BLOCK):
+                hi = min(N, lo + _BLOCK)
+                joint_torque_regressors(self.model, self.data, *self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]),
+                                        Y[lo:hi, :, :ni])
+        else:
+            Yi = np.empty((min(N, _BLOCK), self.model.nv, ni))
+            for lo in range(0, N, _BLOCK):
+                hi = min(N, lo + _BLOCK)
+                joint_torque_regressors(self.model, self.data, *self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]),
+                                        Yi[:hi - lo])
+                Y[lo:hi, :, :ni] = Yi[:hi - lo][:, self._idx_v]
         act = self.actuator_regressor(qd, qdd)
         Y[:, :, ni:ni + act.shape[2]] = act
         self._extra_columns(q, Y[:, :, ni + act.shape[2]:])
