@@ -212,18 +212,13 @@ def test_ros2_control_joint_entries_are_not_kinematic_joints(demo_urdf):
 
 @pytest.mark.parametrize("order", [("wrist_3", "shoulder_pan", "elbow", "wrist_1", "shoulder_lift"),
                                    ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_3")])
-@pytest.mark.parametrize("view_tracks", [None, False])
-def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp_path, monkeypatch, order,
-                                                                   view_tracks):
+def test_batched_pinocchio_states_equal_the_per_sample_conversion(demo_urdf, tmp_path, monkeypatch, order):
     """`regressor` and `rnea` convert all samples to Pinocchio states at once (the regressor
     in blocks: 3 here, so 7 samples take three); with a continuous joint (cos/sin in q),
-    joints in the URDF's order or another and a locked joint they equal the per-sample
-    conversion Pinocchio is called with, whether the regressor is copied from Pinocchio's
-    matrix in place (the binding's view, checked: None) or from each returned copy."""
-    import robot_ident.model.pin_batch as pin_batch
+    joints in the URDF's order (written straight into the result) or another (through a
+    buffer) and a locked joint they equal the per-sample conversion Pinocchio is called with."""
     import robot_ident.model.robot as robot_module
     monkeypatch.setattr(robot_module, "_BLOCK", 3)
-    monkeypatch.setattr(pin_batch, "_VIEW_TRACKS", view_tracks)
     text = open(demo_urdf).read().replace('<joint name="wrist_3" type="revolute">',
                                           '<joint name="wrist_3" type="continuous">')
     urdf = tmp_path / "continuous.urdf"

@@ -4,8 +4,8 @@ R^T R = A^T A for A the blocks stacked (an earlier R factor is just another bloc
 least-squares problem of millions of rows is carried as a few dozen rows, without the
 squared condition number of the normal equations. LAPACK's dgeqrt (compact WY with
 recursive panels) is called rather than numpy.linalg.qr's dgeqrf: on the accumulators'
-stacks (about 2 000 rows of 60 columns) it is 4-5x faster, with the same Householder R
-to rounding."""
+stacks (2 500 rows of 60 columns, one BLAS thread) it takes 0.9 ms against 2.5 ms, with the
+same Householder R to rounding."""
 from __future__ import annotations
 
 import numpy as np
