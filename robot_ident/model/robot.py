@@ -234,7 +234,8 @@ class RobotModel:
         self._idx_v = np.array([self.model.joints[j].idx_v for j in self._jid])
         self._idx_q = np.array([self.model.joints[j].idx_q for j in self._jid])
         self._is_unbounded = np.array([self.model.joints[j].nq == 2 for j in self._jid])
-        self._rows_identity = self.model.nv == len(self._idx_v) and bool((self._idx_v == np.arange(self.model.nv)).all())
+        self._rows_identity = (self.model.nv == len(self._idx_v)
+                               and bool((self._idx_v == np.arange(self.model.nv)).all()))
         for j in self._jid:
             if self.model.joints[j].nv != 1:
                 raise ModelError(f"joint {self.model.names[j]!r} has {self.model.joints[j].nv} DOF; "
