@@ -130,3 +130,10 @@ def test_r_factor_of_stacked_blocks_is_householder_r(shape):
     np.testing.assert_allclose(np.abs(R), np.abs(ref), rtol=1e-9, atol=1e-9 * np.abs(ref).max(initial=0))
     np.testing.assert_allclose(R.T @ R, A.T @ A, rtol=1e-10, atol=1e-10 * np.abs(A.T @ A).max(initial=0))
     assert np.array_equal(R, np.triu(R))
+
+
+def test_r_factor_refuses_blocks_of_another_width():
+    """A block of another width is an error, not broadcast into the stack."""
+    from robot_ident.estimation.r_factor import r_factor
+    with pytest.raises(ValueError, match="4 columns"):
+        r_factor(np.ones((3, 4)), np.ones((3, 1)))

@@ -344,3 +344,12 @@ def test_a_floating_or_planar_root_is_refused_in_one_line(demo_urdf, jtype):
     from robot_ident.model.robot import RobotModel
     with pytest.raises(ModelError, match=f"joint 'root' \\({jtype}\\) lets link 'base_link' move freely on 'world'"):
         RobotModel(text, ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3"))
+
+
+def test_batched_regressors_refuse_mismatched_sample_counts(demo_urdf):
+    """States and output of different lengths are an error, not rows left unfilled."""
+    from robot_ident.model.pin_batch import joint_torque_regressors
+    model = RobotModel(demo_urdf)
+    Q, V, A = model._pin_states(*(np.zeros((3, model.n)) for _ in range(3)))
+    with pytest.raises(ValueError, match="output rows"):
+        joint_torque_regressors(model.model, model.data, Q, V, A, np.empty((4, model.model.nv, 60)))

@@ -15,6 +15,9 @@ from scipy.linalg import lapack
 def r_factor(*blocks: np.ndarray) -> np.ndarray:
     """Upper-trapezoidal R (min(m, c), c) of the m rows of `blocks` (each (k, c)) stacked."""
     c = blocks[0].shape[1]
+    for b in blocks:
+        if b.ndim != 2 or b.shape[1] != c:
+            raise ValueError(f"blocks of {c} columns expected, got one of shape {b.shape}")
     m = sum(b.shape[0] for b in blocks)
     k = min(m, c)
     if k == 0:
