@@ -370,18 +370,14 @@ class RobotModel:
         N = q.shape[0]
         Y = np.empty((N, self.n, self.layout.size))
         ni = self.layout.n_inertial
-        if self._rows_identity:      # Pinocchio's rows are the joints': write into Y itself
-            for lo in range(0, N, _BLOCK):
-                hi = min(N, lo + _BLOCK)
-                joint_torque_regressors(self.model, self.data, *self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]),
-                                        Y[lo:hi, :, :ni])
-        else:
-            Yi = np.empty((min(N, _BLOCK), self.model.nv, ni))
-            for lo in range(0, N, _BLOCK):
-                hi = min(N, lo + _BLOCK)
-                joint_torque_regressors(self.model, self.data, *self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]),
-                                        Yi[:hi - lo])
-                Y[lo:hi, :, :ni] = Yi[:hi - lo][:, self._idx_v]
+        # Pinocchio's rows in the joints' order: written into Y itself, else through a buffer
+        buf = None if self._rows_identity else np.empty((min(N, _BLOCK), self.model.nv, ni))
+        for lo in range(0, N, _BLOCK):
+            hi = min(N, lo + _BLOCK)
+            joint_torque_regressors(self.model, self.data, *self._pin_states(q[lo:hi], qd[lo:hi], qdd[lo:hi]),
+                                    Y[lo:hi, :, :ni] if buf is None else buf[:hi - lo])
+            if buf is not None:
+                Y[lo:hi, :, :ni] = buf[:hi - lo][:, self._idx_v]
         act = self.actuator_regressor(qd, qdd)
         Y[:, :, ni:ni + act.shape[2]] = act
         self._extra_columns(q, Y[:, :, ni + act.shape[2]:])
