@@ -153,3 +153,47 @@ def test_identify_records_the_cutoff_chosen(bags, demo_urdf, tmp_path):
     c = yaml.safe_load((tmp_path / "c" / "result.yaml").read_text())["source"]
     assert c["filter_cutoff_chosen_from_data"] is True
     assert c["filter_cutoff_hz"] == a["filter_cutoff_hz"] and c["filter_cutoff_note"] == a["filter_cutoff_note"]
+
+
+def test_candidates_scored_in_forked_workers_give_the_same_choice(bags, demo_urdf, monkeypatch):
+    """The candidates scored side by side in forked processes (one and two workers beside
+    this one) give the very scores of one process scoring them in turn."""
+    got = []
+    real = auto_cutoff.cross_validate_cutoff
+
+    def three_ways(*args, **kwargs):
+        kwargs.pop("workers", None)
+        runs = [real(*args, workers=w, **kwargs) for w in (0, 1, 2)]
+        got.append(runs)
+        return runs[0]
+    monkeypatch.setattr(auto_cutoff, "cross_validate_cutoff", three_ways)
+    identify(bags["one"], demo_urdf, bags["config"], holdout=0.2)
+    (serial, one, two), = got
+    for other in (one, two):
+        assert other.cutoff_hz == serial.cutoff_hz and other.summary() == serial.summary()
+        assert np.array_equal(other.scores, serial.scores) and np.array_equal(np.array(other.rms), np.array(serial.rms))
+
+
+def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(monkeypatch):
+    """An error in a forked worker is raised here; no worker is forked in a process that runs
+    another thread or has ROS loaded (the identification node), where a fork is unsafe."""
+    import sys
+    import threading
+
+    def score(k, report):
+        if k == 1:
+            raise ValueError("candidate 1 fails")
+        return k, None
+    with pytest.raises(ValueError, match="candidate 1 fails"):
+        auto_cutoff._score_candidates(score, 3, 1)
+    assert auto_cutoff._score_candidates(lambda k, r: (k, None), 4, 1) == [(k, None) for k in range(4)]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert auto_cutoff.candidate_workers(9) == 0
+    finally:
+        stop.set()
+        other.join()
+    monkeypatch.setitem(sys.modules, "rclpy", object())
+    assert auto_cutoff.candidate_workers(9) == 0

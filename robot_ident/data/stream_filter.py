@@ -17,6 +17,7 @@ ranges back, so the processed recording does not stay in memory either.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from typing import Callable
 
@@ -133,6 +134,7 @@ class ProcessedStore:
         rows = np.column_stack([d.t, d.q, d.qd, d.qdd, d.effort, d.effort_raw]).astype("<f8")
         self._f.seek(0, 2)
         self._f.write(rows.tobytes())
+        self._f.flush()                  # `read` reads the file by position, past Python's buffer
         self.n_samples += d.n_samples
 
     def truncate(self, n: int) -> None:
@@ -146,12 +148,25 @@ class ProcessedStore:
     def read(self, a: int, b: int) -> ProcessedData:
         a, b = max(0, int(a)), min(self.n_samples, int(b))
         m = max(b - a, 0)
-        self._f.seek(a * self.width * 8)
-        rows = np.frombuffer(self._f.read(m * self.width * 8), dtype="<f8").reshape(m, self.width)
+        rows = np.frombuffer(self._read_at(a * self.width * 8, m * self.width * 8), dtype="<f8").reshape(m, self.width)
         n = self.n
         col = lambda k: rows[:, 1 + k * n:1 + (k + 1) * n]  # noqa: E731
         return ProcessedData(rows[:, 0].copy(), self.joint_names, col(0).copy(), col(1).copy(), col(2).copy(),
                              col(3).copy(), col(4).copy())
+
+    def _read_at(self, offset: int, size: int) -> bytes:
+        """`size` bytes from `offset`, by position (pread): processes forked to read the file
+        side by side (estimation/auto_cutoff.py) share no file offset with this one."""
+        if not hasattr(os, "pread"):
+            self._f.seek(offset)
+            return self._f.read(size)
+        out = os.pread(self._f.fileno(), size, offset)
+        while len(out) < size:            # a short read (a regular file gives one only past 2 GB)
+            more = os.pread(self._f.fileno(), size - len(out), offset + len(out))
+            if not more:
+                raise SignalError(f"processed-sample file ends {size - len(out)} bytes early")
+            out += more
+        return out
 
     def times(self, a: int, b: int, chunk: int = 50_000) -> np.ndarray:
         """The times of rows a..b, read `chunk` rows at a time."""

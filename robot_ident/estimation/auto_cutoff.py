@@ -18,7 +18,10 @@ The held-out validation data take no part in the choice.
 
 The choice runs on processed samples in files, chunk by chunk: the one pipeline
 (estimation/flow.py) reads the recordings once through every candidate's filter, each
-into its own file (data/processing.py). Rules:
+into its own file (data/processing.py). The candidates are independent: in the command
+line's process they are scored side by side in forked workers, one per further processor
+(`candidate_workers`; the files are read by position, so each candidate's result is the
+one it gets alone); the identification node scores them in turn. Rules:
 
 * blocks: ``floor((t - t_segment0) / block_s)``, numbered over the allowed (not held-out)
   samples only, across segments; block ``i`` is in fold ``i % folds``; fold
@@ -47,6 +50,9 @@ into its own file (data/processing.py). Rules:
 from __future__ import annotations
 
 import math
+import os
+import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,15 +175,64 @@ class _Folds:
         return f
 
 
+MAX_WORKERS = 3     # forked scoring processes at most (each holds about 50 MB of its own)
+_SCORE = None      # the scoring function a forked worker inherits (set only while the workers live)
+
+
+def candidate_workers(n_candidates: int) -> int:
+    """Processes forked beside this one to score candidates: one per further processor this
+    process may use (``taskset`` limits them), at most `MAX_WORKERS`; none in a process that
+    runs other threads or has ROS loaded (a fork copies one thread of it: a lock another
+    thread holds would never be released)."""
+    if not hasattr(os, "fork") or threading.active_count() > 1 or "rclpy" in sys.modules:
+        return 0
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, min(cpus - 1, n_candidates - 1, MAX_WORKERS))
+
+
+def _quiet_worker() -> None:
+    """A worker leaves Ctrl-C to this process, which ends the pool, and dies of SIGTERM
+    without a word (it inherited the command line's SIGTERM handler)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _score_in_worker(k: int):
+    return _SCORE(k, False)
+
+
+def _score_candidates(score, n: int, workers: int) -> list:
+    """[score(k) for k in range(n)]: candidates k with k % (workers + 1) != 0 in forked worker
+    processes (the same code on the same stores, read by position: each candidate's result
+    is the one it gets alone), the others here, with the progress."""
+    global _SCORE
+    if workers <= 0 or n < 2:
+        return [score(k, True) for k in range(n)]
+    import multiprocessing
+    theirs = [k for k in range(n) if k % (workers + 1)]
+    _SCORE = score
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
+            pending = pool.map_async(_score_in_worker, theirs, chunksize=1)
+            out = {k: score(k, True) for k in range(n) if k not in theirs}
+            out.update(zip(theirs, pending.get()))
+    finally:
+        _SCORE = None
+    return [out[k] for k in range(n)]
+
+
 def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndarray, shift: float = 0.0,
                           block_s: float = 2.0, folds: int = 5, chunk: int = CHUNK_SAMPLES,
-                          progress=None) -> CutoffChoice:
+                          progress=None, workers: int | None = None) -> CutoffChoice:
     """The choice (module doc) on processed samples in stores: ``stores[k]`` holds them
     processed with cutoff ``cands[k]`` (the same rows in each, segments at
     ``stores[0].segment_starts``); `allowed` (N,) marks the samples that may take part (not
     held out for the final validation); `shift` is added to the stored times to give the
     times the blocks are counted on. Reads the stores chunk by chunk: memory independent of
-    their length. Raises `SignalError` when the data cannot decide."""
+    their length. The candidates are scored side by side in `workers` forked processes
+    besides this one (default `candidate_workers`). Raises `SignalError` when the data cannot
+    decide."""
     from . import ESTIMATORS
 
     N = stores[0].n_samples
@@ -217,9 +272,10 @@ def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndar
     if not judged.any():
         raise SignalError("too few moving samples to cross-validate the filter cutoff")
 
-    sq_all, counts, raw_sq = [], None, None
-    for k, c in enumerate(cands):
-        guard = 1.0 / c
+    def score(k: int, report: bool):
+        """Candidate k's squared-error sums (group, joint), with (k == 0) the scoring rows'
+        counts and raw-effort sums."""
+        guard = 1.0 / cands[k]
         train = CompressedAccumulator(model, base, probes=False)
         tests = [CompressedAccumulator(model, base, probes=False) for _ in range(GROUPS)]
         seq = _SequenceDeadBand(model, thr, guard, int(math.ceil(guard / max(min_step, 1e-9))) + 3)
@@ -234,19 +290,23 @@ def cross_validate_cutoff(model, stores, cands, settings, base, allowed: np.ndar
                     acc.add(d.subset(te), m[te])
             for rows, keep in seq.add(d.subset(np.flatnonzero((f >= 0) & (f != folds - 1)))):
                 train.add(rows, keep)
-            if progress is not None:
+            if report and progress is not None:
                 progress(k * N + a + d.n_samples, len(cands) * N)
         for rows, keep in seq.end():
             train.add(rows, keep)
+        scoring = None
         if k == 0:          # the scoring rows are every candidate's: their counts and raw efforts once
-            counts = np.array([acc.counts for acc in tests])
-            raw_sq = np.array([acc.raw_residual_rms(np.zeros(base.size)) ** 2 * acc.counts for acc in tests])
+            scoring = (np.array([acc.counts for acc in tests]),
+                       np.array([acc.raw_residual_rms(np.zeros(base.size)) ** 2 * acc.counts for acc in tests]))
         try:
             values = ESTIMATORS["ols"](train.problem()).values
         except IdentificationError:
-            sq_all.append(np.full((GROUPS, model.n), np.inf))
-            continue
-        sq_all.append(np.array([acc.raw_residual_rms(values) ** 2 * acc.counts for acc in tests]))
+            return np.full((GROUPS, model.n), np.inf), scoring
+        return np.array([acc.raw_residual_rms(values) ** 2 * acc.counts for acc in tests]), scoring
+
+    scores = _score_candidates(score, len(cands), candidate_workers(len(cands)) if workers is None else workers)
+    sq_all = [sq for sq, _ in scores]
+    counts, raw_sq = scores[0][1]
     return _judge(model, cands, np.array(sq_all), counts, raw_sq, judged, notes)
 
 
