@@ -175,8 +175,10 @@ def test_candidates_scored_in_forked_workers_give_the_same_choice(bags, demo_urd
 
 
 def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(monkeypatch):
-    """An error in a forked worker is raised here; no worker is forked in a process that runs
-    another thread or has ROS loaded (the identification node), where a fork is unsafe."""
+    """An error in a forked worker is raised here, a worker that dies is named; no worker is
+    forked in a process that runs another thread or has ROS loaded (the identification
+    node), where a fork is unsafe."""
+    import os
     import sys
     import threading
 
@@ -186,6 +188,13 @@ def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(m
         return k, None
     with pytest.raises(ValueError, match="candidate 1 fails"):
         auto_cutoff._score_candidates(score, 3, 1)
+
+    def dies(k, report):
+        if k == 1:
+            os._exit(3)
+        return k, None
+    with pytest.raises(RuntimeError, match=r"candidates 1 ended without an answer \(exit code 3\)"):
+        auto_cutoff._score_candidates(dies, 3, 1)
     assert auto_cutoff._score_candidates(lambda k, r: (k, None), 4, 1) == [(k, None) for k in range(4)]
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)

@@ -157,9 +157,6 @@ class ProcessedStore:
     def _read_at(self, offset: int, size: int) -> bytes:
         """`size` bytes from `offset`, by position (pread): processes forked to read the file
         side by side (estimation/auto_cutoff.py) share no file offset with this one."""
-        if not hasattr(os, "pread"):
-            self._f.seek(offset)
-            return self._f.read(size)
         out = os.pread(self._f.fileno(), size, offset)
         while len(out) < size:            # a short read (a regular file gives one only past 2 GB)
             more = os.pread(self._f.fileno(), size - len(out), offset + len(out))

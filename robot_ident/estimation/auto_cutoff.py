@@ -190,35 +190,63 @@ def candidate_workers(n_candidates: int) -> int:
     return max(0, min(cpus - 1, n_candidates - 1, MAX_WORKERS))
 
 
-def _quiet_worker() -> None:
-    """A worker leaves Ctrl-C to this process, which ends the pool, and dies of SIGTERM
-    without a word (it inherited the command line's SIGTERM handler)."""
+def _worker(share: list, send) -> None:
+    """A forked worker: candidates `share` scored, sent back with any error. It leaves Ctrl-C
+    to the command, which ends it, and dies of SIGTERM without a word (it inherited the
+    command line's SIGTERM handler)."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _score_in_worker(k: int):
-    return _SCORE(k, False)
+    try:
+        reply = (True, [_SCORE(k, False) for k in share])
+    except Exception as exc:       # sent as it is when it pickles, else by its text
+        reply = (False, exc)
+    try:
+        send.send(reply)
+    except Exception:
+        send.send((False, RuntimeError(repr(reply[1]))))
+    send.close()
 
 
 def _score_candidates(score, n: int, workers: int) -> list:
-    """[score(k) for k in range(n)]: candidates k with k % (workers + 1) != 0 in forked worker
-    processes (the same code on the same stores, read by position: each candidate's result
-    is the one it gets alone), the others here, with the progress."""
+    """[score(k) for k in range(n)]: candidates k with k % (workers + 1) == w + 1 in forked
+    worker w (the same code on the same stores, read by position: each candidate's result
+    is the one it gets alone), the others here, with the progress. A worker's error is
+    raised here; a worker that dies is named; the workers end with this call, however it
+    ends."""
     global _SCORE
     if workers <= 0 or n < 2:
         return [score(k, True) for k in range(n)]
     import multiprocessing
-    theirs = [k for k in range(n) if k % (workers + 1)]
+    ctx = multiprocessing.get_context("fork")
+    shares = [[k for k in range(n) if k % (workers + 1) == w + 1] for w in range(workers)]
+    procs = []
     _SCORE = score
     try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
-            pending = pool.map_async(_score_in_worker, theirs, chunksize=1)
-            out = {k: score(k, True) for k in range(n) if k not in theirs}
-            out.update(zip(theirs, pending.get()))
+        for share in shares:
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(share, send), daemon=True)
+            proc.start()
+            send.close()
+            procs.append((proc, recv, share))
+        out = {k: score(k, True) for k in range(0, n, workers + 1)}
+        for proc, recv, share in procs:
+            try:
+                ok, value = recv.recv()        # EOF: the worker ended without sending
+            except EOFError:
+                proc.join()
+                raise RuntimeError(f"the process scoring cutoff candidates {', '.join(str(k) for k in share)} "
+                                   f"ended without an answer (exit code {proc.exitcode})") from None
+            if not ok:
+                raise value
+            out.update(zip(share, value))
     finally:
         _SCORE = None
+        for proc, recv, _ in procs:
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+            recv.close()
     return [out[k] for k in range(n)]
 
 
