@@ -177,7 +177,8 @@ def test_candidates_scored_in_forked_workers_give_the_same_choice(bags, demo_urd
 def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(monkeypatch):
     """An error in a forked worker is raised here, a worker that dies is named; no worker is
     forked in a process that runs another thread or has ROS loaded (the identification
-    node), where a fork is unsafe."""
+    node), where a fork is unsafe; with no process to be had, every candidate is scored here."""
+    import multiprocessing
     import os
     import sys
     import threading
@@ -195,6 +196,12 @@ def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(m
         return k, None
     with pytest.raises(RuntimeError, match=r"candidates 1 ended without an answer \(exit code 3\)"):
         auto_cutoff._score_candidates(dies, 3, 1)
+
+    def no_process(self):
+        raise OSError("fork: out of memory")
+    with monkeypatch.context() as m:       # no process to be had: every candidate scored here
+        m.setattr(multiprocessing.get_context("fork").Process, "start", no_process)
+        assert auto_cutoff._score_candidates(lambda k, r: (k, None), 4, 2) == [(k, None) for k in range(4)]
     assert auto_cutoff._score_candidates(lambda k, r: (k, None), 4, 1) == [(k, None) for k in range(4)]
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)

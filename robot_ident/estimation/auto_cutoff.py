@@ -212,8 +212,8 @@ def _score_candidates(score, n: int, workers: int) -> list:
     """[score(k) for k in range(n)]: candidates k with k % (workers + 1) == w + 1 in forked
     worker w (the same code on the same stores, read by position: each candidate's result
     is the one it gets alone), the others here, with the progress. A worker's error is
-    raised here; a worker that dies is named; the workers end with this call, however it
-    ends."""
+    raised here; a worker that dies is named; when no process can be started, all are
+    scored here; the workers end with this call, however it ends."""
     global _SCORE
     if workers <= 0 or n < 2:
         return [score(k, True) for k in range(n)]
@@ -223,12 +223,17 @@ def _score_candidates(score, n: int, workers: int) -> list:
     procs = []
     _SCORE = score
     try:
-        for share in shares:
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_worker, args=(share, send), daemon=True)
-            proc.start()
-            send.close()
-            procs.append((proc, recv, share))
+        try:
+            for share in shares:
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_worker, args=(share, send), daemon=True)
+                proc.start()
+                send.close()
+                procs.append((proc, recv, share))
+        except OSError:             # no process to be had (memory, limits): the candidates in turn, here
+            for proc, _, share in procs:
+                proc.terminate()
+            return [score(k, True) for k in range(n)]
         out = {k: score(k, True) for k in range(0, n, workers + 1)}
         for proc, recv, share in procs:
             try:
