@@ -231,7 +231,7 @@ def _score_candidates(score, n: int, workers: int) -> list:
                 send.close()
                 procs.append((proc, recv, share))
         except OSError:             # no process to be had (memory, limits): the candidates in turn, here
-            for proc, _, share in procs:
+            for proc, _, _ in procs:
                 proc.terminate()
             return [score(k, True) for k in range(n)]
         out = {k: score(k, True) for k in range(0, n, workers + 1)}
