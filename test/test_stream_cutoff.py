@@ -7,6 +7,7 @@ recording take no part in the choice; when the data cannot decide, the default c
 and the note; ``robot-ident identify`` records the choice."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +173,35 @@ def test_candidates_scored_in_forked_workers_give_the_same_choice(bags, demo_urd
     for other in (one, two):
         assert other.cutoff_hz == serial.cutoff_hz and other.summary() == serial.summary()
         assert np.array_equal(other.scores, serial.scores) and np.array_equal(np.array(other.rms), np.array(serial.rms))
+
+
+def test_the_bag_read_in_a_forked_process_and_filtered_in_threads_gives_the_same_result(bags, demo_urdf,
+                                                                                       monkeypatch, tmp_path):
+    """Reading the bag in a forked process and running the nine candidates' filters side by
+    side (util/parallel.py) changes no digit of the choice or the estimate."""
+    from robot_ident.data import processing
+    from robot_ident.util import parallel
+    readers = tmp_path / "readers"          # the process ids that read batches
+    real = processing._counted_chunks
+
+    def spy(*args):
+        for item in real(*args):
+            with open(readers, "a") as f:
+                f.write(f"{os.getpid()}\n")
+            yield item
+    monkeypatch.setattr(processing, "_counted_chunks", spy)
+    with monkeypatch.context() as m:
+        m.setattr(parallel, "usable_cpus", lambda: 1)
+        serial = identify(bags["one"], demo_urdf, bags["config"], holdout=0.2)
+    assert set(readers.read_text().split()) == {str(os.getpid())}
+    readers.unlink()
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    side = identify(bags["one"], demo_urdf, bags["config"], holdout=0.2)
+    assert str(os.getpid()) not in readers.read_text().split()
+    assert serial.summary == side.summary and "chosen from the data" in side.summary
+    assert np.array_equal(serial.result.values, side.result.values)
+    assert np.array_equal(serial.validation.rms, side.validation.rms)
 
 
 def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(monkeypatch):

@@ -12,6 +12,9 @@ synchronised segments then take the same road. Currents become joint efforts
 in windows (`stream_filter.SegmentFilter`, which calls `signals.process`) into one
 `ProcessedStore` per filter pipeline (several: the candidates of a cutoff chosen from
 the data). Several inputs go into the same stores, each segment marked with its input.
+A bag's batches are read and decoded in a forked process while this one synchronises and
+filters the ones before, and a piece's filters run side by side in threads
+(util/parallel.py): the same samples, in the same order, as one after the other.
 
 An `observer` (the input checks, estimation/input_checks.py) sees the converted pieces:
 ``observer.piece(segment, rec)`` in time order and ``observer.segment_end(segment,
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from ..errors import SignalError
+from ..util.parallel import MAX_THREADS, forked_items, run_all, thread_pool
 from .bag_stream import DEFAULT_BATCH, bag_chunks
 from .joint_stream import AngleUnwrap, JointStream
 from .signals import FilterOptions
@@ -232,7 +237,10 @@ class _ChunkedFeed:
 
     def batches(self):
         js, cur = self.states_topic, self.effort_topic
-        for chunk in bag_chunks(*self.args):
+        path, topics, batch, progress = self.args
+        for chunk, count in forked_items(partial(_counted_chunks, path, topics, batch), f"reading {path}"):
+            if count is not None and progress is not None:
+                progress(*count)
             self.messages += sum(len(s) for s in chunk.values())
             states = self.unwrap(chunk.get(js))
             yield self.sync.feed(states, states if cur == js else self.unwrap_efforts(chunk.get(cur)))
@@ -262,6 +270,13 @@ class _WholeFeed:
         for k, seg in enumerate(self.segments):
             self.ended.append(k)
             yield [(k, seg)]
+
+
+def _counted_chunks(path, topics, batch):
+    """(chunk, (messages read, messages in all)) of `bag_chunks`."""
+    counts: list = []
+    for chunk in bag_chunks(path, topics, batch, lambda done, total: counts.append((done, total))):
+        yield chunk, (counts.pop() if counts else None)
 
 
 def _note_wraps(report, unwrapper: AngleUnwrap) -> None:
@@ -342,8 +357,7 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
             if fs is _DROPPED:
                 continue
             try:
-                for f in fs:
-                    f.add(rec)
+                run_all(pool, [partial(f.add, rec) for f in fs])
             except SignalError as exc:
                 skipped.append(f"segment {t0:.3f}-... s skipped: {exc}")
                 filters[seg] = _DROPPED
@@ -380,17 +394,17 @@ def _run(out: Processed, label: str, feed, cfg, filters_for_rate, observer, stor
         sync_starts.append((origin, t0))
         kept["samples"] += n
         try:
-            for f in fs:
-                f.end()
+            run_all(pool, [f.end for f in fs])
         except SignalError as exc:
             skipped.append(f"segment {t0:.3f}-{t1:.3f} s skipped: {exc}")
             take_back(seg)
 
     try:
-        for pieces in feed.batches():
-            take(pieces)
-        for seg in list(filters):
-            finish(seg)
+        with thread_pool(MAX_THREADS) as pool:        # the filters of a piece side by side
+            for pieces in feed.batches():
+                take(pieces)
+            for seg in list(filters):
+                finish(seg)
         rep = feed.report
         if not sync_kept:
             rep.segments, rep.samples = kept["segments"], kept["samples"]

@@ -50,9 +50,6 @@ one it gets alone); the identification node scores them in turn. Rules:
 from __future__ import annotations
 
 import math
-import os
-import sys
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +57,7 @@ import numpy as np
 from ..data.signals import FilterOptions, ProcessedData, concatenate
 from ..errors import IdentificationError, SignalError
 from ..model.transmission import dead_band_rows
+from ..util.parallel import can_fork, child_signals, send_error, usable_cpus
 from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
 
 CANDIDATES_HZ = (4.0, 6.0, 8.0, 10.0, 13.0, 16.0, 20.0, 25.0, 32.0)
@@ -184,27 +182,20 @@ def candidate_workers(n_candidates: int) -> int:
     process may use (``taskset`` limits them), at most `MAX_WORKERS`; none in a process that
     runs other threads or has ROS loaded (a fork copies one thread of it: a lock another
     thread holds would never be released)."""
-    if not hasattr(os, "fork") or threading.active_count() > 1 or "rclpy" in sys.modules:
+    if not can_fork():
         return 0
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(0, min(cpus - 1, n_candidates - 1, MAX_WORKERS))
+    return max(0, min(usable_cpus() - 1, n_candidates - 1, MAX_WORKERS))
 
 
 def _worker(share: list, send) -> None:
     """A forked worker: candidates `share` scored, sent back with any error. It leaves Ctrl-C
     to the command, which ends it, and dies of SIGTERM without a word (it inherited the
     command line's SIGTERM handler)."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    child_signals()
     try:
-        reply = (True, [_SCORE(k, False) for k in share])
-    except Exception as exc:       # sent as it is when it pickles, else by its text
-        reply = (False, exc)
-    try:
-        send.send(reply)
-    except Exception:
-        send.send((False, RuntimeError(repr(reply[1]))))
+        send.send(("scores", [_SCORE(k, False) for k in share]))
+    except Exception as exc:
+        send_error(send, exc)
     send.close()
 
 
@@ -237,12 +228,12 @@ def _score_candidates(score, n: int, workers: int) -> list:
         out = {k: score(k, True) for k in range(0, n, workers + 1)}
         for proc, recv, share in procs:
             try:
-                ok, value = recv.recv()        # EOF: the worker ended without sending
+                kind, value = recv.recv()        # EOF: the worker ended without sending
             except EOFError:
                 proc.join()
                 raise RuntimeError(f"the process scoring cutoff candidates {', '.join(str(k) for k in share)} "
                                    f"ended without an answer (exit code {proc.exitcode})") from None
-            if not ok:
+            if kind == "error":
                 raise value
             out.update(zip(share, value))
     finally:

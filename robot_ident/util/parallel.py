@@ -1,0 +1,137 @@
+"""Work side by side on the processors this process may use, with the same result as
+one after the other.
+
+- `usable_cpus`: the processors this process may run on (``taskset`` limits them).
+- `thread_pool` / `run_all`: independent calls (the filter pipelines of a piece) in
+  threads; scipy's IIR filter and numpy's array loops release the interpreter lock, so
+  nine filters take about 0.65 of their time alone on two processors. Every call is
+  waited for before `run_all` returns or raises, so no thread still writes when the
+  caller cleans up after an error. The threads end with the pool.
+- `can_fork` / `forked_items`: an iterator run in a forked process (the bag's batches
+  read and decoded while this process filters the ones before). Pinocchio and the CDR
+  decoding hold the interpreter lock, so only a process runs them beside this one. A
+  fork copies one thread of a process: none is forked beside another thread or ROS.
+  `child_signals` and `send_error` serve every forked helper (estimation/auto_cutoff.py).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, Sequence
+
+MAX_THREADS = 4
+
+
+def usable_cpus() -> int:
+    """Processors this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+@contextmanager
+def thread_pool(n_tasks: int):
+    """A pool of one thread per usable processor (at most `n_tasks` and `MAX_THREADS`),
+    or None when that is one: the calls then run in the caller's thread."""
+    n = min(usable_cpus(), int(n_tasks), MAX_THREADS)
+    if n < 2:
+        yield None
+        return
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="robot_ident")
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_all(pool, calls: Sequence[Callable[[], object]]) -> list:
+    """[call() for call in calls], side by side in `pool` (None: in order here). Every call
+    runs to its end; the first one's error in the calls' order is then raised."""
+    if pool is None or len(calls) < 2:
+        return [call() for call in calls]
+    futures = [pool.submit(call) for call in calls]
+    try:
+        wait(futures)
+    except BaseException:           # Ctrl-C while waiting: the calls not begun are dropped, the others end
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
+    return [f.result() for f in futures]
+
+
+def can_fork() -> bool:
+    """A process may be forked here: no other thread runs (a fork copies one thread: a lock
+    another one holds would never be released) and ROS is not loaded."""
+    import sys
+    return hasattr(os, "fork") and threading.active_count() == 1 and "rclpy" not in sys.modules
+
+
+def child_signals() -> None:
+    """In a forked helper process: Ctrl-C is left to the command, which ends its helpers,
+    and SIGTERM ends it without a word (it inherited the command's handlers)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def send_error(send, exc: BaseException) -> None:
+    """`exc` sent through a pipe as it is when it pickles, else by its text."""
+    try:
+        send.send(("error", exc))
+    except Exception:
+        send.send(("error", RuntimeError(repr(exc))))
+
+
+def _produce(make, send) -> None:
+    child_signals()
+    try:
+        for item in make():
+            send.send(("item", item))
+        send.send(("end", None))
+    except Exception as exc:
+        send_error(send, exc)
+    send.close()
+
+
+def forked_items(make: Callable[[], Iterable], what: str) -> Iterator:
+    """The items of ``make()``, made in a forked process while the caller works on the
+    ones before (the pipe holds back the process when the caller lags). Its error is raised
+    here, in order; a process that dies is named (`what`: what it was doing) with its exit
+    code; it ends with this generator, however that ends. In this process instead when
+    none may be forked (`can_fork`), none can be started, or only one processor is usable."""
+    if usable_cpus() < 2 or not can_fork():
+        yield from make()
+        return
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_produce, args=(make, send), daemon=True)
+    try:
+        proc.start()
+    except OSError:            # no process to be had (memory, limits)
+        recv.close()
+        send.close()
+        yield from make()
+        return
+    send.close()
+    try:
+        while True:
+            try:
+                kind, item = recv.recv()
+            except EOFError:
+                proc.join()
+                raise RuntimeError(f"the process {what} ended without an answer (exit code {proc.exitcode})") \
+                    from None
+            if kind == "error":
+                raise item
+            if kind == "end":
+                return
+            yield item
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+        proc.join()
+        recv.close()

@@ -1,0 +1,104 @@
+"""util/parallel.py: calls side by side in threads, an iterator in a forked process; the
+same results as one after the other, every error raised in order, nothing left running."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+
+import pytest
+
+from robot_ident.util import parallel
+
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+
+
+def test_run_all_waits_for_every_call_and_raises_the_first_error_in_order(two_cpus):
+    finished = threading.Event()
+
+    def late_failure():
+        time.sleep(0.05)
+        raise ValueError("the first call fails")
+
+    def slow():
+        time.sleep(0.2)
+        finished.set()
+        return "slow"
+
+    def early_failure():
+        raise KeyError("the third call fails first")
+
+    with parallel.thread_pool(3) as pool:
+        assert pool is not None
+        assert parallel.run_all(pool, [lambda: 1, slow, lambda: 3]) == [1, "slow", 3]
+        finished.clear()
+        with pytest.raises(ValueError, match="the first call fails"):
+            parallel.run_all(pool, [late_failure, slow, early_failure])
+        assert finished.is_set()            # nothing still runs when the error is raised
+    assert not [t for t in threading.enumerate() if t.name.startswith("robot_ident")]     # ended with the pool
+
+
+def test_one_processor_runs_the_calls_here(monkeypatch):
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    with parallel.thread_pool(9) as pool:
+        assert pool is None
+        me = threading.get_ident()
+        assert parallel.run_all(pool, [threading.get_ident, threading.get_ident]) == [me, me]
+
+
+def _pids(n):
+    for _ in range(n):
+        yield os.getpid()
+
+
+def _fails_after(n):
+    yield from range(n)
+    raise ValueError(f"item {n} cannot be made")
+
+
+def _dies_after(n):
+    yield from range(n)
+    os._exit(4)
+
+
+def test_forked_items_come_from_another_process_in_order(two_cpus, monkeypatch):
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    got = list(parallel.forked_items(lambda: _pids(3), "testing"))
+    assert len(got) == 3 and len(set(got)) == 1 and got[0] != os.getpid()
+    assert list(parallel.forked_items(lambda: iter(range(5)), "testing")) == list(range(5))
+    seen = []
+    with pytest.raises(ValueError, match="item 2 cannot be made"):
+        for x in parallel.forked_items(lambda: _fails_after(2), "testing"):
+            seen.append(x)
+    assert seen == [0, 1]
+    with pytest.raises(RuntimeError, match=r"the process reading test items ended without an answer \(exit code 4\)"):
+        list(parallel.forked_items(lambda: _dies_after(1), "reading test items"))
+    it = parallel.forked_items(lambda: iter(range(10 ** 6)), "testing")    # the caller stops early
+    assert next(it) == 0
+    it.close()
+    assert multiprocessing.active_children() == []
+
+
+def test_no_fork_beside_another_thread_or_ros_and_none_to_be_had(two_cpus, monkeypatch):
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not parallel.can_fork()
+        assert list(parallel.forked_items(lambda: _pids(2), "testing")) == [os.getpid()] * 2
+    finally:
+        stop.set()
+        other.join()
+    with monkeypatch.context() as m:
+        m.setitem(__import__("sys").modules, "rclpy", object())
+        assert not parallel.can_fork()
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+
+    def no_process(self):
+        raise OSError("fork: out of memory")
+    monkeypatch.setattr(multiprocessing.get_context("fork").Process, "start", no_process)
+    assert list(parallel.forked_items(lambda: _pids(2), "testing")) == [os.getpid()] * 2
