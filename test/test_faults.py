@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import multiprocessing
 import os
 import stat
 from pathlib import Path
@@ -378,6 +379,49 @@ def test_force_goes_on_and_records_the_warnings(world, monkeypatch, tmp_path):
     d = yaml.safe_load((tmp_path / "r" / "result.yaml").read_text())
     assert d["input_checks"]["forced"] is True
     assert any("elbow" in w and "runs against" in w for w in d["input_checks"]["warnings"])
+
+
+def test_the_gain_check_beside_the_estimate_refuses_first_and_changes_nothing(world, monkeypatch, tmp_path):
+    """The gain check runs in a forked process while the estimate runs (util/parallel.py):
+    the same result on clean data; an implausible input is still refused, with nothing
+    written, and before an error of the estimate, which a plausible input gets as it is."""
+    from robot_ident.errors import IdentificationError
+    from robot_ident.estimation import flow
+    from robot_ident.util import parallel
+    checkers = tmp_path / "checkers"          # the process ids that checked the gains
+    real = flow._gain_totals
+
+    def spy(*args):
+        with open(checkers, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*args)
+    monkeypatch.setattr(flow, "_gain_totals", spy)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    assert identify(world, tmp_path / "here")[0] == 0
+    assert checkers.read_text().split() == [str(os.getpid())]
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    assert identify(world, tmp_path / "aside")[0] == 0
+    assert len(checkers.read_text().split()) == 2 and checkers.read_text().split()[1] != str(os.getpid())
+    here, aside = (yaml.safe_load((tmp_path / d / "result.yaml").read_text()) for d in ("here", "aside"))
+    assert here["base_parameters"] == aside["base_parameters"] and here["validation"] == aside["validation"]
+    assert here["input_checks"] == aside["input_checks"]
+
+    with monkeypatch.context() as m:
+        with_streams(m, edited(world, currents=scale_current("elbow", -1.0)))
+        code, out, err = identify(world, tmp_path / "flipped")
+        assert code == 2 and "runs against the CAD model's" in one_error_line(err)
+        assert not (tmp_path / "flipped").exists()
+
+        def fails(*args, **kwargs):
+            raise IdentificationError("the estimate fails")
+        m.setattr(flow, "estimate", fails)
+        code, out, err = identify(world, tmp_path / "both")
+        assert code == 2 and "runs against the CAD model's" in one_error_line(err)
+    monkeypatch.setattr(flow, "estimate", fails)
+    code, out, err = identify(world, tmp_path / "estimate")
+    assert code == 2 and "the estimate fails" in one_error_line(err)
+    assert multiprocessing.active_children() == []
 
 
 def test_joint_moving_in_the_bag_but_not_identified_is_refused(world, monkeypatch, tmp_path):

@@ -102,3 +102,22 @@ def test_no_fork_beside_another_thread_or_ros_and_none_to_be_had(two_cpus, monke
         raise OSError("fork: out of memory")
     monkeypatch.setattr(multiprocessing.get_context("fork").Process, "start", no_process)
     assert list(parallel.forked_items(lambda: _pids(2), "testing")) == [os.getpid()] * 2
+
+
+def _fails():
+    raise ValueError("the call fails")
+
+
+def test_forked_call_gives_its_value_or_error_and_ends_with_close(two_cpus, monkeypatch):
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    assert parallel.ForkedCall(os.getpid, "testing").result() != os.getpid()
+    with pytest.raises(ValueError, match="the call fails"):
+        parallel.ForkedCall(_fails, "testing").result()
+    slow = parallel.ForkedCall(lambda: time.sleep(30), "testing")     # closed before it answers
+    assert multiprocessing.active_children() != []
+    slow.close()
+    assert multiprocessing.active_children() == []
+    monkeypatch.setattr(parallel, "can_fork", lambda: False)          # here, at once
+    calls = []
+    here = parallel.ForkedCall(lambda: calls.append(os.getpid()) or "done", "testing")
+    assert calls == [os.getpid()] and here.result() == "done"

@@ -12,6 +12,7 @@ Runs with one BLAS thread: its factorisations are many small ones (see util.blas
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from ..data.signals import concatenate
 from ..errors import ConfigError, IdentificationError, SignalError
 from ..model.robot import RobotModel
 from ..util.blas import single_threaded_blas
+from ..util.parallel import ForkedCall
 from ..util.progress import Progress
 from . import IdentificationResult
 from .compressed import CHUNK_SAMPLES, PLOT_POINTS, accumulate, decimated, run_rows, validate_runs
@@ -179,18 +181,31 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                 note, chosen = choice.summary(), True
             processed.keep_only([f.cutoff_hz for f in processed.filters].index(settings.filter.cutoff_hz))
         store, N = processed.store, processed.n_samples
-        _feed(checks.gains, store, 0, N)               # the gain check on every processed sample
-        findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
-        warnings = [f.line() for f in findings]
-        for line in warnings:
-            warn(line)
-        enforce(findings, force)
+        # the gain check on every processed sample, beside the estimate (a forked process when one
+        # may be): an implausible input is refused before anything is written or the estimate's error
+        gains = ForkedCall(partial(_gain_totals, checks.gains, store, N), "checking the efforts' gains")
+
+        def judged_inputs() -> list:
+            checks.gains.take(gains.result())
+            findings = checks.findings(processed, cfg.joint_states_topic, cfg.current_topic)
+            for line in (lines := [f.line() for f in findings]):
+                warn(line)
+            enforce(findings, force)
+            return lines
 
         ident_runs, valid_runs = _runs(store, processed.segment_rows(), held)
         thr, guard = settings.moving_threshold, settings.guard_s
         points = PLOT_POINTS if plots else 16
-        with progress.stage("identify"):
-            result, plot_data = estimate(model, base, settings, ident_runs, points, progress)
+        try:
+            with progress.stage("identify"):
+                result, plot_data = estimate(model, base, settings, ident_runs, points, progress)
+        except Exception:
+            judged_inputs()          # an implausible input's refusal comes before the estimate's error
+            raise
+        except BaseException:        # Ctrl-C: the check's process ends too
+            gains.close()
+            raise
+        warnings = judged_inputs()
         if len(processed.inputs) > 1 and result.quality is not None:
             _inputs_disagree(result, model, base, settings, processed, store, thr, guard)
         for line in quality_warnings(result.quality) if result.quality is not None else []:
@@ -308,6 +323,12 @@ def _runs(store, segment_rows, held) -> tuple[list, list]:
 def _continuous(model) -> tuple:
     """The joints whose positions are unwrapped on reading (closed chains and others: none)."""
     return tuple(getattr(model, "continuous_joints", ()))
+
+
+def _gain_totals(gains, store, n: int) -> tuple:
+    """What the gain check accumulates over a store's first `n` rows."""
+    _feed(gains, store, 0, n)
+    return gains.totals()
 
 
 def _feed(gains, store, a: int, b: int) -> None:

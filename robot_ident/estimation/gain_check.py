@@ -178,6 +178,13 @@ class GainCheck:
             A[:, :, -1] = cols[:, :, 5]
             self.R_tool = r_factor(self.R_tool, A.reshape(-1, self.width))
 
+    def totals(self) -> tuple:
+        """What `add` accumulated, to be carried from another process to `take`."""
+        return self.R, self.R_tool, self.n_rows
+
+    def take(self, totals: tuple) -> None:
+        self.R, self.R_tool, self.n_rows = totals
+
     def slopes(self) -> dict:
         """joint -> (slope, partial correlation) ({} when nothing was added, or the model
         cannot predict efforts)."""

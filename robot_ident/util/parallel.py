@@ -7,8 +7,9 @@ one after the other.
   nine filters take about 0.65 of their time alone on two processors. Every call is
   waited for before `run_all` returns or raises, so no thread still writes when the
   caller cleans up after an error. The threads end with the pool.
-- `can_fork` / `forked_items`: an iterator run in a forked process (the bag's batches
-  read and decoded while this process filters the ones before). Pinocchio and the CDR
+- `can_fork` / `forked_items` / `ForkedCall`: an iterator or a call run in a forked
+  process (the bag's batches read and decoded while this process filters the ones
+  before; the gain check while this one estimates). Pinocchio and the CDR
   decoding hold the interpreter lock, so only a process runs them beside this one. A
   fork copies one thread of a process: none is forked beside another thread or ROS.
   `child_signals` and `send_error` serve every forked helper (estimation/auto_cutoff.py).
@@ -96,42 +97,98 @@ def _produce(make, send) -> None:
     send.close()
 
 
+class _Child:
+    """A forked process producing ``make()``'s items through a pipe."""
+
+    def __init__(self, proc, recv, what: str):
+        self.proc, self.recv, self.what = proc, recv, what
+
+    @classmethod
+    def start(cls, make, what: str):
+        """The child, or None when none may be forked (`can_fork`), none can be started
+        (memory, limits), or one processor is usable."""
+        if usable_cpus() < 2 or not can_fork():
+            return None
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_produce, args=(make, send), daemon=True)
+        try:
+            proc.start()
+        except OSError:
+            recv.close()
+            send.close()
+            return None
+        send.close()
+        return cls(proc, recv, what)
+
+    def items(self) -> Iterator:
+        """Its items in order, its error raised in its place; it ends with this generator."""
+        try:
+            while True:
+                try:
+                    kind, item = self.recv.recv()
+                except EOFError:
+                    self.proc.join()
+                    raise RuntimeError(f"the process {self.what} ended without an answer "
+                                       f"(exit code {self.proc.exitcode})") from None
+                if kind == "error":
+                    raise item
+                if kind == "end":
+                    return
+                yield item
+        finally:
+            self.end()
+
+    def end(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join()
+        self.recv.close()
+
+
 def forked_items(make: Callable[[], Iterable], what: str) -> Iterator:
     """The items of ``make()``, made in a forked process while the caller works on the
     ones before (the pipe holds back the process when the caller lags). Its error is raised
     here, in order; a process that dies is named (`what`: what it was doing) with its exit
     code; it ends with this generator, however that ends. In this process instead when
-    none may be forked (`can_fork`), none can be started, or only one processor is usable."""
-    if usable_cpus() < 2 or not can_fork():
+    none may be forked."""
+    child = _Child.start(make, what)
+    if child is None:
         yield from make()
         return
-    import multiprocessing
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_produce, args=(make, send), daemon=True)
-    try:
-        proc.start()
-    except OSError:            # no process to be had (memory, limits)
-        recv.close()
-        send.close()
-        yield from make()
-        return
-    send.close()
-    try:
-        while True:
+    yield from child.items()
+
+
+class ForkedCall:
+    """``call()`` in a forked process while the caller goes on: `result()` waits for its
+    value or raises its error (as `forked_items`); `close()` ends the process, which
+    `result()` does too. In this process, at once, when none may be forked."""
+
+    def __init__(self, call: Callable[[], object], what: str):
+        self._child = _Child.start(lambda: iter([call()]), what)
+        self._value, self._error = None, None
+        if self._child is None:
             try:
-                kind, item = recv.recv()
-            except EOFError:
-                proc.join()
-                raise RuntimeError(f"the process {what} ended without an answer (exit code {proc.exitcode})") \
-                    from None
-            if kind == "error":
-                raise item
-            if kind == "end":
-                return
-            yield item
-    finally:
-        if proc.is_alive():
-            proc.terminate()
-        proc.join()
-        recv.close()
+                self._value = call()
+            except Exception as exc:
+                self._error = exc
+
+    def result(self):
+        if self._child is not None:
+            items = self._child.items()
+            try:
+                self._value = next(items)
+            except Exception as exc:
+                self._error = exc
+            finally:
+                items.close()
+                self._child = None
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.end()
+            self._child = None
