@@ -389,13 +389,13 @@ def test_the_gain_check_beside_the_estimate_refuses_first_and_changes_nothing(wo
     from robot_ident.estimation import flow
     from robot_ident.util import parallel
     checkers = tmp_path / "checkers"          # the process ids that checked the gains
-    real = flow._gain_totals
+    real = flow._feed
 
     def spy(*args):
         with open(checkers, "a") as f:
             f.write(f"{os.getpid()}\n")
         return real(*args)
-    monkeypatch.setattr(flow, "_gain_totals", spy)
+    monkeypatch.setattr(flow, "_feed", spy)
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
     assert identify(world, tmp_path / "here")[0] == 0
     assert checkers.read_text().split() == [str(os.getpid())]

@@ -303,3 +303,47 @@ def test_a_bound_or_sign_that_costs_no_visible_effort_is_a_note():
     first = SimpleNamespace(names=["j1.Fv"], values=np.array([-0.5]), std=np.array([0.01]))
     warn, note = data_against_signs(first, values, rms, wls_rms, ["j1", "j2"], 1.01, np.array([1.0, 1.0]))
     assert "viscous friction" in note[0] and "rotor" not in note[0], note
+
+
+def test_level_one_s_covariance_computed_beside_level_two_changes_nothing(case, monkeypatch):
+    """The WLS covariance of a large problem is computed in a forked process while level 2
+    solves (util/parallel.py): the very same estimate; a covariance that determines nothing
+    is still the error named first, before level 2's own."""
+    import multiprocessing
+    import os
+
+    from robot_ident.estimation import least_squares, physical
+    from robot_ident.util import parallel
+    problem = case[1]
+    here = physically_consistent(problem)
+    covariances = []
+    real = least_squares._covariance
+
+    def spy(*args):
+        covariances.append(os.getpid())
+        return real(*args)
+    monkeypatch.setattr(least_squares, "_covariance", spy)
+    monkeypatch.setattr(physical, "COVARIANCE_ASIDE_ROWS", 1)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    aside = physically_consistent(problem)
+    assert covariances == []                           # the spy ran in the forked process only
+    assert np.array_equal(here.values, aside.values) and np.array_equal(here.covariance, aside.covariance)
+    assert here.extra == aside.extra and here.bodies == aside.bodies
+
+    def zero(*args):
+        cov, info = real(*args)
+        return np.zeros_like(cov), info
+
+    def level2_fails(*args):
+        raise IdentificationError("level 2 fails")
+    monkeypatch.setattr(least_squares, "_covariance", zero)
+    with pytest.raises(IdentificationError, match="the WLS covariance is zero"):
+        physically_consistent(problem)
+    monkeypatch.setattr(physical, "_two_levels", level2_fails)
+    with pytest.raises(IdentificationError, match="the WLS covariance is zero"):
+        physically_consistent(problem)
+    monkeypatch.setattr(least_squares, "_covariance", real)
+    with pytest.raises(IdentificationError, match="level 2 fails"):
+        physically_consistent(problem)
+    assert multiprocessing.active_children() == []

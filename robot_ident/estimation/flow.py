@@ -183,7 +183,7 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
         store, N = processed.store, processed.n_samples
         # the gain check on every processed sample, beside the estimate (a forked process when one
         # may be): an implausible input is refused before anything is written or the estimate's error
-        gains = ForkedCall(partial(_gain_totals, checks.gains, store, N), "checking the efforts' gains")
+        gains = ForkedCall(partial(_feed, checks.gains, store, 0, N), "checking the efforts' gains")
 
         def judged_inputs() -> list:
             checks.gains.take(gains.result())
@@ -325,16 +325,12 @@ def _continuous(model) -> tuple:
     return tuple(getattr(model, "continuous_joints", ()))
 
 
-def _gain_totals(gains, store, n: int) -> tuple:
-    """What the gain check accumulates over a store's first `n` rows."""
-    _feed(gains, store, 0, n)
-    return gains.totals()
-
-
-def _feed(gains, store, a: int, b: int) -> None:
-    """A gain check (`gain_check.GainCheck`) fed with rows a..b of a store, chunk by chunk."""
+def _feed(gains, store, a: int, b: int) -> tuple:
+    """A gain check (`gain_check.GainCheck`) fed with rows a..b of a store, chunk by chunk;
+    what it has accumulated (`GainCheck.totals`)."""
     for c in range(a, b, CHUNK_SAMPLES):
         gains.add(store.read(c, min(b, c + CHUNK_SAMPLES)))
+    return gains.totals()
 
 
 def _segment_times(processed: Processed) -> list[np.ndarray]:

@@ -18,9 +18,13 @@ parameters the data cannot separate.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
+
 import numpy as np
 
 from ..errors import IdentificationError
+from ..util.parallel import ForkedCall
 from .problem import IdentificationProblem
 from .r_factor import r_factor
 from .result import IdentificationResult
@@ -142,19 +146,38 @@ def wls_values(problem: IdentificationProblem) -> np.ndarray:
 
 
 def wls(problem: IdentificationProblem) -> IdentificationResult:
-    W, y = problem.W, problem.y
-    M, p = problem.n_rows, W.shape[1]
-    x, inv_w, rw, w, joint_w, cond = _weighted_solve(problem)
-    Ww = W * w[:, None]
-    s2 = float(rw @ rw) / max(M - p, 1)
-    cov, info = _covariance(problem, Ww, rw, inv_w, x, joint_w)
-    del Ww
-    r = y - W @ x
-    rms, sigma_final = _per_joint(problem, r)   # noise estimate from the WLS residuals
-    res = _result("wls", problem, x, cov, cond, rms, sigma_final)
-    res.extra["weighted_residual_variance"] = s2
-    res.extra.update(info)
-    return res
+    return WlsFit(problem).result()
+
+
+class WlsFit:
+    """The WLS estimate (`fit`: its result with the covariance still NaN) and, from
+    `result()`, the whole result. With `aside` the HAC covariance, which re-reads every row,
+    is computed in a forked process (util/parallel.ForkedCall) while the caller goes on
+    (the physically consistent estimate's level 2); `close()` ends that process."""
+
+    def __init__(self, problem: IdentificationProblem, aside: bool = False):
+        W, y = problem.W, problem.y
+        M, p = problem.n_rows, W.shape[1]
+        x, inv_w, rw, w, joint_w, cond = _weighted_solve(problem)
+        covariance = partial(_covariance, problem, W * w[:, None], rw, inv_w, x, joint_w)
+        self._pending = ForkedCall(covariance, "computing the WLS covariance") if aside else None
+        self._done = None if aside else covariance()
+        rms, sigma_final = _per_joint(problem, y - W @ x)   # noise estimate from the WLS residuals
+        self.fit = _result("wls", problem, x, np.full((p, p), np.nan), cond, rms, sigma_final)
+        self.fit.extra["weighted_residual_variance"] = float(rw @ rw) / max(M - p, 1)
+
+    def result(self) -> IdentificationResult:
+        if self._done is None:
+            self._done = self._pending.result()
+        cov, info = self._done
+        res = replace(self.fit, covariance=cov, std=np.sqrt(np.clip(np.diag(cov), 0.0, None)),
+                      extra=dict(self.fit.extra))
+        res.extra.update(info)
+        return res
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.close()
 
 
 def _result(method, problem, x, cov, cond, rms, sigma) -> IdentificationResult:

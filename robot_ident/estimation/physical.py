@@ -46,7 +46,7 @@ from ..errors import IdentificationError
 from ..model.pseudo_inertia import dynamic_from_pseudo, is_physical, pseudo_inertia  # noqa: F401  (this module's interface)
 from . import lmi_barrier
 from .body_bounds import TINY_MASS, PhysicalBounds, _cad_total, body_regions, check_bodies, mass_range
-from .least_squares import _per_joint, wls
+from .least_squares import WlsFit, _per_joint
 from .physical_findings import data_against_bounds, data_against_signs
 from .problem import IdentificationProblem
 from .result import IdentificationResult
@@ -60,6 +60,7 @@ FIT_TOLERANCE = 1.01
 ACTIVE_SLACK = 1e-3            # relative slack below which a bound counts as active
 UNKNOWN_CAD_WEIGHT = 0.01     # prior weight of a body without CAD mass (prior std x 10)
 BOUNDARY_EIG = 1e-6            # smallest / largest pseudo-inertia eigenvalue: on the PSD boundary
+COVARIANCE_ASIDE_ROWS = 100_000   # rows from which level 1's HAC covariance is computed beside level 2
 
 # Parameter order inside eta (kept in one place).
 _A, _D1, _D2, _D3, _S12, _S23, _S13, _T1, _T2, _T3 = range(10)
@@ -184,12 +185,30 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
         raise IdentificationError("physically consistent estimation needs the standard regressor and the "
                                   "CAD prior (build the problem with build_problem)")
     bounds = bounds or PhysicalBounds()
-    model = model if model is not None else getattr(problem, "model", None)
+    check_bodies(bounds, problem.layout.body_joints)
+    # level 1, WLS: the data's base parameters; their HAC covariance, which re-reads every row,
+    # is computed beside level 2 for a large problem (a forked process when one may be)
+    level1 = WlsFit(problem, aside=problem.n_rows >= COVARIANCE_ASIDE_ROWS)
+    try:
+        return _two_levels(problem, bounds, model if model is not None else getattr(problem, "model", None), level1)
+    except Exception:
+        _determined(level1.result())        # a covariance that determines nothing is the first error
+        raise
+    finally:
+        level1.close()
+
+
+def _determined(first: IdentificationResult) -> IdentificationResult:
+    if not np.abs(first.covariance).max() > 0:
+        raise IdentificationError("the WLS covariance is zero: the data do not determine the base parameters")
+    return first
+
+
+def _two_levels(problem, bounds, model, level1) -> IdentificationResult:
     layout = problem.layout
-    check_bodies(bounds, layout.body_joints)
     nb = len(layout.body_joints)
     n_std = layout.size
-    first = wls(problem)                    # level 1: the data's base parameters and covariance
+    first = level1.fit                      # its covariance comes after level 2
     P = problem.base.projection
     # The data term is WLS's own objective: the weighted squared residual, whose Hessian in the
     # base parameters is the white-noise information W^T S^-2 W (S: each joint's residual
@@ -203,8 +222,6 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     Hd = P.T @ info @ P                       # the data term's Hessian in the standard parameters
     H = Hd.copy()
     c = P.T @ (info @ first.values)
-    if not np.abs(first.covariance).max() > 0:
-        raise IdentificationError("the WLS covariance is zero: the data do not determine the base parameters")
 
     prior = problem.prior
     ref = _reference_bodies(prior, layout, bounds)
@@ -332,6 +349,7 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
         elif span is not None and slack[i] < ACTIVE_SLACK * span:
             active_global.append(what)
 
+    first = _determined(level1.result())
     # Covariance: the sandwich of the estimator's Hessian K^-1 = H (the white data information)
     # + the prior's, around the data's HAC covariance C and the prior taken as pseudo-data of
     # covariance Hp^-1: K (P^T info C info P + Hp) K. Where the data decide, it is the data's
