@@ -21,6 +21,7 @@ that validation can compare predictions with what was really measured.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -190,9 +191,22 @@ def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> 
     if not cutoff_hz < nyq:
         raise SignalError(f"low-pass cutoff {cutoff_hz} Hz must be below the Nyquist frequency "
                           f"{nyq:.6g} Hz of the {rate_hz:.6g} Hz recording")
-    sos = sps.butter(order, cutoff_hz / nyq, output="sos")
+    sos = butter_sos(order, cutoff_hz / nyq)
     padlen = min(x.shape[0] - 1, 3 * (2 * len(sos) + 1) * 4)
     return sps.sosfiltfilt(sos, x, axis=0, padlen=padlen)
+
+
+def butter_sos(order: int, wn: float) -> np.ndarray:
+    """The Butterworth low-pass's second-order sections (designed once per order and
+    normalised cutoff: every window of a filter uses the same)."""
+    return _butter_sos(order, wn).copy()
+
+
+@lru_cache(maxsize=256)
+def _butter_sos(order: int, wn: float) -> np.ndarray:
+    sos = sps.butter(order, wn, output="sos")
+    sos.setflags(write=False)
+    return sos
 
 
 def differentiate(x: np.ndarray, t: np.ndarray) -> np.ndarray:

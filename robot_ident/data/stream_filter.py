@@ -22,17 +22,16 @@ import tempfile
 from typing import Callable
 
 import numpy as np
-from scipy import signal as sps
 
 from ..errors import SignalError
-from .signals import FilterOptions, ProcessedData, Recording, process
+from .signals import FilterOptions, ProcessedData, Recording, butter_sos, process
 
 DECAY = 1e-13
 
 
 def filter_margin(options: FilterOptions, rate_hz: float) -> int:
     """Samples after which the low-pass's response to a sample has decayed below DECAY."""
-    sos = sps.butter(options.order, options.cutoff_hz / (0.5 * rate_hz), output="sos")
+    sos = butter_sos(options.order, options.cutoff_hz / (0.5 * rate_hz))
     r = max(float(np.max(np.abs(np.roots(s[3:])))) for s in sos)
     padlen = 3 * (2 * len(sos) + 1) * 4
     return int(math.ceil(math.log(DECAY) / math.log(r))) + padlen + 8
