@@ -15,11 +15,12 @@ in a fresh process:
             of the config without ``identification.filter.cutoff_hz`` (``auto``: the
             cutoff chosen from the data, the recording read once through every
             candidate's filter): wall time of the process (imports included), its CPU time
-            (user + system, the cross-validation's forked workers included: what it costs on
-            an idle core; on a shared machine the wall time is an upper bound), its peak
-            resident memory (VmHWM), the largest worker's (pages it shares with the main
-            process included: on the 300 s demo bag about 47 of its 171 MiB are its own) and,
-            for ``auto``, the cutoff chosen.
+            (user + system, its forked helpers included -- the bag's reader, the
+            cross-validation's workers, the gain check, the WLS covariance: util/parallel.py --
+            what it costs on an idle core; on a shared machine the wall time is an upper
+            bound), its peak resident memory (VmHWM), the largest helper's (pages it shares
+            with the main process included: on the 300 s demo bag about 47 of a
+            cross-validation worker's 171 MiB are its own) and, for ``auto``, the cutoff chosen.
 
 Peak memory should not grow with the recording: each peak is compared with the shortest
 recording's for the same method and cutoff. ``--cutoffs set`` or ``--cutoffs auto``
@@ -163,7 +164,7 @@ def child_identify(bag: str, urdf: str, config: str, method: str, out: str) -> d
     if code:
         raise SystemExit(code)
     peak = _maxrss_mb()          # before reading the result back
-    # the cross-validation's forked workers (estimation/auto_cutoff.py): the largest one's
+    # the forked helpers (util/parallel.py, estimation/auto_cutoff.py): the largest one's
     # peak, the pages it shares with this process included
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
     src = yaml.safe_load((Path(out) / "result.yaml").read_text()).get("source", {})
@@ -291,7 +292,7 @@ def _format_row(row, args, rows) -> str:
             growth = 100 * (row[f"{k}_rss"] / first[f"{k}_rss"] - 1)
             hz = row[f"{k}_hz"]
             how = "" if c == "set" else (f" -> {hz:g} Hz" if row[f"{k}_chosen"] else f" -> {hz:g} Hz (default)")
-            workers = f", worker {row[f'{k}_worker_rss']:4.0f} MiB" if row[f"{k}_worker_rss"] else ""
+            workers = f", helper {row[f'{k}_worker_rss']:4.0f} MiB" if row[f"{k}_worker_rss"] else ""
             parts.append(f"{m} {c}{how} {row[f'{k}_s']:5.1f} s (CPU {row[f'{k}_cpu']:5.1f} s), peak RSS "
                          f"{row[f'{k}_rss']:4.0f} MiB ({growth:+.1f} %){workers}")
     return " | ".join(parts)
