@@ -239,6 +239,8 @@ def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedDa
     if idx.size < 3:
         raise SignalError(f"recording of {rec.duration:.3g} s is too short after trimming "
                           f"{opt.trim_s} s at both ends")
+    if idx.size == rec.n_samples:        # every sample (a window of data/stream_filter.py): the new arrays
+        return ProcessedData(rec.t.copy(), rec.joint_names, q, qd, qdd, effort, rec.effort.copy())
     return ProcessedData(rec.t[idx], rec.joint_names, q[idx], qd[idx], qdd[idx], effort[idx],
                          rec.effort[idx].copy())
 

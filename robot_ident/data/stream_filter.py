@@ -38,7 +38,8 @@ def filter_margin(options: FilterOptions, rate_hz: float) -> int:
 
 
 class SegmentFilter:
-    """Processes one segment piece by piece; `sink(ProcessedData)` gets the result in order."""
+    """Processes one segment piece by piece; `sink(ProcessedData)` gets the result in order
+    (views of a window's arrays: a sink that keeps them copies them, as `ProcessedStore` does)."""
 
     def __init__(self, options: FilterOptions, rate_hz: float, sink: Callable[[ProcessedData], None],
                  min_samples: int = 3, block: int = 20_000):
@@ -102,11 +103,12 @@ class SegmentFilter:
                         qd=None if rec.qd is None else rec.qd[lo:], meta=rec.meta)
         if end > self._next:
             full = process(win, self.window_opt)
-            idx = np.arange(self._next, end, self.step) - w0
+            idx = slice(self._next - w0, end - w0, self.step)      # views: the sink copies them
+            n = len(range(self._next, end, self.step))
             self.sink(ProcessedData(full.t[idx], full.joint_names, full.q[idx], full.qd[idx], full.qdd[idx],
                                     full.effort[idx], full.effort_raw[idx]))
-            self.emitted += idx.size
-            self._next += idx.size * self.step
+            self.emitted += n
+            self._next += n * self.step
         keep_from = max(self._buf_start, self._next - self.margin)
         cut = keep_from - self._buf_start
         if cut > 0:
