@@ -17,6 +17,7 @@ one after the other.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -66,7 +67,6 @@ def run_all(pool, calls: Sequence[Callable[[], object]]) -> list:
 def can_fork() -> bool:
     """A process may be forked here: no other thread runs (a fork copies one thread: a lock
     another one holds would never be released) and ROS is not loaded."""
-    import sys
     return hasattr(os, "fork") and threading.active_count() == 1 and "rclpy" not in sys.modules
 
 
