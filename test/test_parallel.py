@@ -121,3 +121,23 @@ def test_forked_call_gives_its_value_or_error_and_ends_with_close(two_cpus, monk
     calls = []
     here = parallel.ForkedCall(lambda: calls.append(os.getpid()) or "done", "testing")
     assert calls == [os.getpid()] and here.result() == "done"
+
+
+class _TwoArguments(Exception):
+    def __init__(self, what, where):
+        super().__init__(f"{what} at {where}")
+
+
+def _fails_oddly():
+    raise _TwoArguments("a record too long", "byte 12")
+
+
+def test_an_error_that_does_not_cross_the_pipe_is_named_and_a_helper_forks_nothing(two_cpus, monkeypatch):
+    """An exception whose constructor takes other arguments than its message cannot be rebuilt
+    in the caller: it arrives as a RuntimeError with its type and text, not as a TypeError of
+    the unpickling. A helper process (daemonic) forks nothing itself."""
+    real = parallel.can_fork
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    with pytest.raises(RuntimeError, match=r"_TwoArguments: a record too long at byte 12"):
+        parallel.ForkedCall(_fails_oddly, "testing").result()
+    assert parallel.ForkedCall(real, "testing").result() is False      # asked inside the helper

@@ -343,6 +343,10 @@ def test_level_one_s_covariance_computed_beside_level_two_changes_nothing(case, 
     monkeypatch.setattr(physical, "_two_levels", level2_fails)
     with pytest.raises(IdentificationError, match="the WLS covariance is zero"):
         physically_consistent(problem)
+    with monkeypatch.context() as m:        # a small problem: its covariance comes at once, and stops it
+        m.setattr(physical, "COVARIANCE_ASIDE_ROWS", 10 ** 9)
+        with pytest.raises(IdentificationError, match="the WLS covariance is zero"):
+            physically_consistent(problem)
     monkeypatch.setattr(least_squares, "_covariance", real)
     with pytest.raises(IdentificationError, match="level 2 fails"):
         physically_consistent(problem)

@@ -214,9 +214,9 @@ def differentiate(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.gradient(x, t, axis=0, edge_order=2)
 
 
-def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedData:
-    """Filter, differentiate, trim and decimate a recording."""
-    opt = options or FilterOptions()
+def filtered(rec: Recording, opt: FilterOptions) -> tuple:
+    """(q, qd, qdd, effort, rate) of the whole recording, low-passed and differentiated (the
+    arrays may run backwards in memory: `process` copies what it keeps)."""
     h = check_uniform(rec.t)
     fs = 1.0 / h
     q = lowpass(rec.q, fs, opt.cutoff_hz, opt.order)
@@ -225,8 +225,13 @@ def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedDa
         qd = lowpass(rec.qd, fs, opt.cutoff_hz, opt.order)
     else:
         qd = differentiate(q, rec.t)
-    qdd = differentiate(qd, rec.t)
+    return q, qd, differentiate(qd, rec.t), effort, fs
 
+
+def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedData:
+    """Filter, differentiate, trim and decimate a recording."""
+    opt = options or FilterOptions()
+    q, qd, qdd, effort, fs = filtered(rec, opt)
     step = 1
     if opt.target_rate_hz is not None and opt.target_rate_hz < fs:
         step = max(1, int(round(fs / opt.target_rate_hz)))
@@ -239,8 +244,6 @@ def process(rec: Recording, options: FilterOptions | None = None) -> ProcessedDa
     if idx.size < 3:
         raise SignalError(f"recording of {rec.duration:.3g} s is too short after trimming "
                           f"{opt.trim_s} s at both ends")
-    if idx.size == rec.n_samples:        # every sample (a window of data/stream_filter.py): the new arrays
-        return ProcessedData(rec.t.copy(), rec.joint_names, q, qd, qdd, effort, rec.effort.copy())
     return ProcessedData(rec.t[idx], rec.joint_names, q[idx], qd[idx], qdd[idx], effort[idx],
                          rec.effort[idx].copy())
 

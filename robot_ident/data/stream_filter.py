@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SignalError
-from .signals import FilterOptions, ProcessedData, Recording, butter_sos, process
+from .signals import FilterOptions, ProcessedData, Recording, butter_sos, filtered, process
 
 DECAY = 1e-13
 
@@ -102,11 +102,11 @@ class SegmentFilter:
         win = Recording(rec.t[lo:], rec.joint_names, rec.q[lo:], rec.effort[lo:],
                         qd=None if rec.qd is None else rec.qd[lo:], meta=rec.meta)
         if end > self._next:
-            full = process(win, self.window_opt)
+            q, qd, qdd, effort, _ = filtered(win, self.window_opt)
             idx = slice(self._next - w0, end - w0, self.step)      # views: the sink copies them
             n = len(range(self._next, end, self.step))
-            self.sink(ProcessedData(full.t[idx], full.joint_names, full.q[idx], full.qd[idx], full.qdd[idx],
-                                    full.effort[idx], full.effort_raw[idx]))
+            self.sink(ProcessedData(win.t[idx], win.joint_names, q[idx], qd[idx], qdd[idx], effort[idx],
+                                    win.effort[idx]))
             self.emitted += n
             self._next += n * self.step
         keep_from = max(self._buf_start, self._next - self.margin)

@@ -181,9 +181,9 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
                 note, chosen = choice.summary(), True
             processed.keep_only([f.cutoff_hz for f in processed.filters].index(settings.filter.cutoff_hz))
         store, N = processed.store, processed.n_samples
-        # the gain check on every processed sample, beside the estimate (a forked process when one
-        # may be): an implausible input is refused before anything is written or the estimate's error
-        gains = ForkedCall(partial(_feed, checks.gains, store, 0, N), "checking the efforts' gains")
+        ident_runs, valid_runs = _runs(store, processed.segment_rows(), held)
+        thr, guard = settings.moving_threshold, settings.guard_s
+        points = PLOT_POINTS if plots else 16
 
         def judged_inputs() -> list:
             checks.gains.take(gains.result())
@@ -193,9 +193,9 @@ def _identify(sources, cfg, icfg, model, holdout, validate_sources, progress, au
             enforce(findings, force)
             return lines
 
-        ident_runs, valid_runs = _runs(store, processed.segment_rows(), held)
-        thr, guard = settings.moving_threshold, settings.guard_s
-        points = PLOT_POINTS if plots else 16
+        # the gain check on every processed sample, beside the estimate (a forked process when one
+        # may be): an implausible input is refused before anything is written or the estimate's error
+        gains = ForkedCall(partial(_feed, checks.gains, store, 0, N), "checking the efforts' gains")
         try:
             with progress.stage("identify"):
                 result, plot_data = estimate(model, base, settings, ident_runs, points, progress)

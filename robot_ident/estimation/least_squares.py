@@ -162,9 +162,13 @@ class WlsFit:
         covariance = partial(_covariance, problem, W * w[:, None], rw, inv_w, x, joint_w)
         self._pending = ForkedCall(covariance, "computing the WLS covariance") if aside else None
         self._done = None if aside else covariance()
-        rms, sigma_final = _per_joint(problem, y - W @ x)   # noise estimate from the WLS residuals
-        self.fit = _result("wls", problem, x, np.full((p, p), np.nan), cond, rms, sigma_final)
-        self.fit.extra["weighted_residual_variance"] = float(rw @ rw) / max(M - p, 1)
+        try:
+            rms, sigma_final = _per_joint(problem, y - W @ x)   # noise estimate from the WLS residuals
+            self.fit = _result("wls", problem, x, np.full((p, p), np.nan), cond, rms, sigma_final)
+            self.fit.extra["weighted_residual_variance"] = float(rw @ rw) / max(M - p, 1)
+        except BaseException:
+            self.close()
+            raise
 
     def result(self) -> IdentificationResult:
         if self._done is None:

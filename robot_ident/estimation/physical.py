@@ -188,7 +188,10 @@ def physically_consistent(problem: IdentificationProblem, bounds: PhysicalBounds
     check_bodies(bounds, problem.layout.body_joints)
     # level 1, WLS: the data's base parameters; their HAC covariance, which re-reads every row,
     # is computed beside level 2 for a large problem (a forked process when one may be)
-    level1 = WlsFit(problem, aside=problem.n_rows >= COVARIANCE_ASIDE_ROWS)
+    aside = problem.n_rows >= COVARIANCE_ASIDE_ROWS
+    level1 = WlsFit(problem, aside=aside)
+    if not aside:                           # already there: a covariance that determines nothing stops here
+        _determined(level1.result())
     try:
         return _two_levels(problem, bounds, model if model is not None else getattr(problem, "model", None), level1)
     except Exception:

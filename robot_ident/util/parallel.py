@@ -66,8 +66,11 @@ def run_all(pool, calls: Sequence[Callable[[], object]]) -> list:
 
 def can_fork() -> bool:
     """A process may be forked here: no other thread runs (a fork copies one thread: a lock
-    another one holds would never be released) and ROS is not loaded."""
-    return hasattr(os, "fork") and threading.active_count() == 1 and "rclpy" not in sys.modules
+    another one holds would never be released), ROS is not loaded, and this is no helper
+    process itself (a daemonic process may not have children)."""
+    import multiprocessing
+    return (hasattr(os, "fork") and threading.active_count() == 1 and "rclpy" not in sys.modules
+            and not multiprocessing.current_process().daemon)
 
 
 def child_signals() -> None:
@@ -79,11 +82,19 @@ def child_signals() -> None:
 
 
 def send_error(send, exc: BaseException) -> None:
-    """`exc` sent through a pipe as it is when it pickles, else by its text."""
+    """`exc` sent through a pipe as it is when it comes back from pickling as itself, else as
+    a RuntimeError with its type, text and traceback (an exception whose constructor takes
+    other arguments than its message cannot be rebuilt on the other side)."""
+    import pickle
     try:
-        send.send(("error", exc))
+        again = pickle.loads(pickle.dumps(exc))
+        if type(again) is not type(exc) or again.args != exc.args:
+            raise TypeError("not rebuilt as itself")
     except Exception:
-        send.send(("error", RuntimeError(repr(exc))))
+        import traceback
+        text = "".join(traceback.format_exception(exc)).rstrip()
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}\n(in a helper process)\n{text}")
+    send.send(("error", exc))
 
 
 def _produce(make, send) -> None:
