@@ -159,6 +159,9 @@ def test_identify_records_the_cutoff_chosen(bags, demo_urdf, tmp_path):
 def test_candidates_scored_in_forked_workers_give_the_same_choice(bags, demo_urdf, monkeypatch):
     """The candidates scored side by side in forked processes (one and two workers beside
     this one) give the very scores of one process scoring them in turn."""
+    from robot_ident.util import parallel
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 3)      # forked even beside pytest-xdist's threads
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
     got = []
     real = auto_cutoff.cross_validate_cutoff
 
@@ -212,6 +215,10 @@ def test_a_worker_s_error_reaches_the_caller_and_no_fork_beside_threads_or_ros(m
     import os
     import sys
     import threading
+
+    from robot_ident.util import parallel
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 3)      # forked even beside pytest-xdist's threads
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
 
     def score(k, report):
         if k == 1:

@@ -51,13 +51,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from ..data.signals import FilterOptions, ProcessedData, concatenate
 from ..errors import IdentificationError, SignalError
 from ..model.transmission import dead_band_rows
-from ..util.parallel import can_fork, child_signals, send_error, usable_cpus
+from ..util.parallel import ForkedCall, can_fork, usable_cpus
 from .compressed import CHUNK_SAMPLES, CompressedAccumulator, store_chunks
 
 CANDIDATES_HZ = (4.0, 6.0, 8.0, 10.0, 13.0, 16.0, 20.0, 25.0, 32.0)
@@ -174,75 +175,41 @@ class _Folds:
 
 
 MAX_WORKERS = 3     # forked scoring processes at most (each holds about 50 MB of its own)
-_SCORE = None      # the scoring function a forked worker inherits (set only while the workers live)
 
 
 def candidate_workers(n_candidates: int) -> int:
     """Processes forked beside this one to score candidates: one per further processor this
     process may use (``taskset`` limits them), at most `MAX_WORKERS`; none in a process that
-    runs other threads or has ROS loaded (a fork copies one thread of it: a lock another
-    thread holds would never be released)."""
+    runs other threads or has ROS loaded (`util.parallel.can_fork`)."""
     if not can_fork():
         return 0
     return max(0, min(usable_cpus() - 1, n_candidates - 1, MAX_WORKERS))
 
 
-def _worker(share: list, send) -> None:
-    """A forked worker: candidates `share` scored, sent back with any error. It leaves Ctrl-C
-    to the command, which ends it, and dies of SIGTERM without a word (it inherited the
-    command line's SIGTERM handler)."""
-    child_signals()
-    try:
-        send.send(("scores", [_SCORE(k, False) for k in share]))
-    except Exception as exc:
-        send_error(send, exc)
-    send.close()
+def _scored(score, share: list) -> list:
+    return [score(k, False) for k in share]
 
 
 def _score_candidates(score, n: int, workers: int) -> list:
     """[score(k) for k in range(n)]: candidates k with k % (workers + 1) == w + 1 in forked
-    worker w (the same code on the same stores, read by position: each candidate's result
-    is the one it gets alone), the others here, with the progress. A worker's error is
-    raised here; a worker that dies is named; when no process can be started, all are
-    scored here; the workers end with this call, however it ends."""
-    global _SCORE
+    worker w (`util.parallel.ForkedCall`: the same code on the same stores, read by position,
+    so each candidate's result is the one it gets alone), the others here, with the progress.
+    A worker's error is raised here, a worker that dies is named; when no process can be
+    started, all are scored here; the workers end with this call, however it ends."""
     if workers <= 0 or n < 2:
         return [score(k, True) for k in range(n)]
-    import multiprocessing
-    ctx = multiprocessing.get_context("fork")
     shares = [[k for k in range(n) if k % (workers + 1) == w + 1] for w in range(workers)]
-    procs = []
-    _SCORE = score
+    helpers = []
     try:
-        try:
-            for share in shares:
-                recv, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, args=(share, send), daemon=True)
-                proc.start()
-                send.close()
-                procs.append((proc, recv, share))
-        except OSError:             # no process to be had (memory, limits): the candidates in turn, here
-            for proc, _, _ in procs:
-                proc.terminate()
-            return [score(k, True) for k in range(n)]
+        for share in shares:
+            helpers.append(ForkedCall(partial(_scored, score, share),
+                                      f"scoring cutoff candidates {', '.join(str(k) for k in share)}"))
         out = {k: score(k, True) for k in range(0, n, workers + 1)}
-        for proc, recv, share in procs:
-            try:
-                kind, value = recv.recv()        # EOF: the worker ended without sending
-            except EOFError:
-                proc.join()
-                raise RuntimeError(f"the process scoring cutoff candidates {', '.join(str(k) for k in share)} "
-                                   f"ended without an answer (exit code {proc.exitcode})") from None
-            if kind == "error":
-                raise value
-            out.update(zip(share, value))
+        for share, helper in zip(shares, helpers):
+            out.update(zip(share, helper.result()))
     finally:
-        _SCORE = None
-        for proc, recv, _ in procs:
-            if proc.is_alive():
-                proc.terminate()
-            proc.join()
-            recv.close()
+        for helper in helpers:
+            helper.close()
     return [out[k] for k in range(n)]
 
 

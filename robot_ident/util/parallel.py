@@ -12,7 +12,7 @@ one after the other.
   before; the gain check while this one estimates). Pinocchio and the CDR
   decoding hold the interpreter lock, so only a process runs them beside this one. A
   fork copies one thread of a process: none is forked beside another thread or ROS.
-  `child_signals` and `send_error` serve every forked helper (estimation/auto_cutoff.py).
+  The cutoff's candidates are scored in `ForkedCall`s too (estimation/auto_cutoff.py).
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def can_fork() -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def child_signals() -> None:
+def _child_signals() -> None:
     """In a forked helper process: Ctrl-C is left to the command, which ends its helpers,
     and SIGTERM ends it without a word (it inherited the command's handlers)."""
     import signal
@@ -81,7 +81,7 @@ def child_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def send_error(send, exc: BaseException) -> None:
+def _send_error(send, exc: BaseException) -> None:
     """`exc` sent through a pipe as it is when it comes back from pickling as itself, else as
     a RuntimeError with its type, text and traceback (an exception whose constructor takes
     other arguments than its message cannot be rebuilt on the other side)."""
@@ -98,13 +98,13 @@ def send_error(send, exc: BaseException) -> None:
 
 
 def _produce(make, send) -> None:
-    child_signals()
+    _child_signals()
     try:
         for item in make():
             send.send(("item", item))
         send.send(("end", None))
     except Exception as exc:
-        send_error(send, exc)
+        _send_error(send, exc)
     send.close()
 
 
