@@ -61,3 +61,16 @@ def test_a_missing_input_is_answered_before_the_engine_loads(tmp_path, capsys):
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["2", "False", "False"], (out.stdout, out.stderr)
     assert f"robot-ident identify: error: --bag: {tmp_path / 'nope'} not found" in out.stderr
+
+
+def test_the_engine_loads_without_scipy_signal():
+    """scipy.signal takes 0.7 s to import: it is imported where a filter is made, so
+    `identify` starts reading a bag (in a forked reader) while it imports it. Loading the
+    engine of `identify` does not import it (checked in a fresh interpreter)."""
+    code = ("import sys; import robot_ident.cli.commands.identify, robot_ident.offline.inputs, "
+            "robot_ident.estimation.flow, robot_ident.estimation.physical, robot_ident.data.processing; "
+            "print(sorted(m for m in sys.modules if m.startswith(('scipy.signal', 'scipy.stats'))))")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", (out.stdout, out.stderr)

@@ -141,3 +141,91 @@ def test_an_error_that_does_not_cross_the_pipe_is_named_and_a_helper_forks_nothi
     with pytest.raises(RuntimeError, match=r"_TwoArguments: a record too long at byte 12"):
         parallel.ForkedCall(_fails_oddly, "testing").result()
     assert parallel.ForkedCall(real, "testing").result() is False      # asked inside the helper
+
+
+def _counted_megabytes(made, n):
+    for k in range(n):
+        with made.get_lock():
+            made.value += 1
+        yield bytes([k]) * 2 ** 20          # larger than a pipe's buffer
+
+
+def _wait_for(predicate, limit_s=30.0):
+    end = time.monotonic() + limit_s
+    while not predicate() and time.monotonic() < end:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_forked_items_made_ahead_are_bounded_and_the_same(two_cpus, monkeypatch):
+    """With `ahead`, the helper makes up to `ahead` items more than the pipe holds before
+    the caller takes the first, and no more; the items, errors and ends are as without."""
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    made = multiprocessing.get_context("fork").Value("i", 0)
+    it = parallel.forked_items(lambda: _counted_megabytes(made, 20), "testing", ahead=3)
+    first = next(it)
+    # 3 waiting, 1 in the pipe, 1 taken, 1 made and held back
+    assert _wait_for(lambda: made.value >= 6)
+    time.sleep(0.3)
+    assert made.value == 6
+    rest = list(it)
+    assert [x[0] for x in [first] + rest] == list(range(20)) and made.value == 20
+    assert list(parallel.forked_items(lambda: iter(range(5)), "testing", ahead=2)) == list(range(5))
+    seen = []
+    with pytest.raises(ValueError, match="item 2 cannot be made"):
+        for x in parallel.forked_items(lambda: _fails_after(2), "testing", ahead=4):
+            seen.append(x)
+    assert seen == [0, 1]
+    with pytest.raises(RuntimeError, match=r"ended without an answer \(exit code 4\)"):
+        list(parallel.forked_items(lambda: _dies_after(1), "testing", ahead=4))
+    with pytest.raises(TypeError, match="cannot pickle"):       # an item that cannot be pickled: its error
+        list(parallel.forked_items(lambda: iter([1, threading.Lock()]), "testing", ahead=4))
+    it = parallel.forked_items(lambda: iter(range(10 ** 6)), "testing", ahead=4)    # the caller stops early
+    assert next(it) == 0
+    it.close()
+    assert multiprocessing.active_children() == []
+
+
+_KILLED_CALLER = """
+import multiprocessing, sys, time
+from robot_ident.util import parallel
+parallel.usable_cpus = lambda: 2
+def megabytes():
+    while True:
+        yield bytes(2 ** 20)
+it = parallel.forked_items(megabytes, "testing", ahead=int(sys.argv[1]))
+next(it)
+print(multiprocessing.active_children()[0].pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"    # a zombie no init reaps here
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+@pytest.mark.parametrize("ahead", [0, 3])
+def test_a_helper_ends_when_its_caller_is_killed(ahead):
+    """The helper does not hold the caller's end of the pipe: when the caller dies (SIGKILL,
+    the OOM killer), the helper's next send fails and it ends instead of waiting forever."""
+    import signal
+    import subprocess
+    import sys
+    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER, str(ahead)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        helper = int(caller.stdout.readline())
+    finally:
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+        caller.stdout.close()
+    try:
+        assert _wait_for(lambda: _ended(helper))
+    finally:
+        if not _ended(helper):
+            os.kill(helper, signal.SIGKILL)

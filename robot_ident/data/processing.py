@@ -13,8 +13,9 @@ in windows (`stream_filter.SegmentFilter`, which calls `signals.process`) into o
 `ProcessedStore` per filter pipeline (several: the candidates of a cutoff chosen from
 the data). Several inputs go into the same stores, each segment marked with its input.
 A bag's batches are read and decoded in a forked process while this one synchronises and
-filters the ones before, and a piece's filters run side by side in threads
-(util/parallel.py): the same samples, in the same order, as one after the other.
+filters the ones before (up to `READ_AHEAD` batches ahead: the process reads on while
+this one imports the filters' scipy.signal), and a piece's filters run side by side in
+threads (util/parallel.py): the same samples, in the same order, as one after the other.
 
 An `observer` (the input checks, estimation/input_checks.py) sees the converted pieces:
 ``observer.piece(segment, rec)`` in time order and ``observer.segment_end(segment,
@@ -40,6 +41,8 @@ from .stream_filter import ProcessedStore, SegmentFilter
 from .stream_sync import CHUNK_S, ChunkedSync, NeedsWholeRecording
 from .sync import SyncOptions, SyncReport, synchronise
 from .table import TABLE_SUFFIXES
+
+READ_AHEAD = 8          # batches (`bag_stream.DEFAULT_BATCH` messages each) read before they are taken
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,8 @@ class _ChunkedFeed:
     def batches(self):
         js, cur = self.states_topic, self.effort_topic
         path, topics, batch, progress = self.args
-        for chunk, count in forked_items(partial(_counted_chunks, path, topics, batch), f"reading {path}"):
+        for chunk, count in forked_items(partial(_counted_chunks, path, topics, batch), f"reading {path}",
+                                         ahead=READ_AHEAD):
             if count is not None and progress is not None:
                 progress(*count)
             self.messages += sum(len(s) for s in chunk.values())

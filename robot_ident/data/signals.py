@@ -17,6 +17,9 @@ efforts for named joints, on a uniform time grid. `process` turns it into
 
 The unfiltered efforts at the kept samples are carried along as ``effort_raw`` so
 that validation can compare predictions with what was really measured.
+
+``scipy.signal`` takes 0.7 s to import: it is imported where a filter is made, so a
+command starts reading its bag (data/processing.py) while this process imports it.
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
-from scipy import signal as sps
 
 from ..errors import ConfigError, SignalError
 
@@ -193,6 +195,8 @@ def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> 
                           f"{nyq:.6g} Hz of the {rate_hz:.6g} Hz recording")
     sos = butter_sos(order, cutoff_hz / nyq)
     padlen = min(x.shape[0] - 1, 3 * (2 * len(sos) + 1) * 4)
+    # 0.7 s to import: where filters are made (module doc)
+    from scipy import signal as sps
     return sps.sosfiltfilt(sos, x, axis=0, padlen=padlen)
 
 
@@ -204,6 +208,7 @@ def butter_sos(order: int, wn: float) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def _butter_sos(order: int, wn: float) -> np.ndarray:
+    from scipy import signal as sps
     sos = sps.butter(order, wn, output="sos")
     sos.setflags(write=False)
     return sos

@@ -42,7 +42,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.signal import medfilt
 
 from .plausibility import (
     MEDIAN_WINDOW,
@@ -153,6 +152,8 @@ class _Signal:
         outside are context (or the zero padding of the segment's ends, as medfilt pads)."""
         if b <= a:
             return
+        # 0.7 s to import: only where used (data/signals.py)
+        from scipy.signal import medfilt
         with warnings.catch_warnings():          # a short buffer is zero-padded, as medfilt pads a segment
             warnings.simplefilter("ignore", UserWarning)
             smooth = np.column_stack([medfilt(x[:, k], MEDIAN_WINDOW) for k in range(self.nj)])

@@ -81,10 +81,10 @@ def _child_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _send_error(send, exc: BaseException) -> None:
-    """`exc` sent through a pipe as it is when it comes back from pickling as itself, else as
-    a RuntimeError with its type, text and traceback (an exception whose constructor takes
-    other arguments than its message cannot be rebuilt on the other side)."""
+def _error_message(exc: BaseException) -> tuple:
+    """("error", `exc`) as it is when it comes back from pickling as itself, else as a
+    RuntimeError with its type, text and traceback (an exception whose constructor takes
+    other arguments than its message cannot be rebuilt on the other side of a pipe)."""
     import pickle
     try:
         again = pickle.loads(pickle.dumps(exc))
@@ -94,17 +94,69 @@ def _send_error(send, exc: BaseException) -> None:
         import traceback
         text = "".join(traceback.format_exception(exc)).rstrip()
         exc = RuntimeError(f"{type(exc).__name__}: {exc}\n(in a helper process)\n{text}")
-    send.send(("error", exc))
+    return "error", exc
 
 
-def _produce(make, send) -> None:
+def _produce(make, send, ahead: int, recv) -> None:
+    recv.close()        # the caller's end: when the caller dies, a send here fails and this process ends
     _child_signals()
+    if ahead > 0:
+        _produce_ahead(make, send, ahead)
+        return
     try:
         for item in make():
             send.send(("item", item))
         send.send(("end", None))
     except Exception as exc:
-        _send_error(send, exc)
+        try:
+            send.send(_error_message(exc))
+        except OSError:         # the caller is gone
+            pass
+    send.close()
+
+
+def _produce_ahead(make, send, ahead: int) -> None:
+    """`_produce` with up to `ahead` items made before the caller takes them: a thread of
+    the helper sends them while it makes the next. When a send fails (the caller has
+    stopped reading, or an item cannot be pickled: that error is sent), the helper stops."""
+    import queue
+    made: queue.Queue = queue.Queue(ahead)
+    broken = threading.Event()
+
+    def sender() -> None:
+        try:
+            while True:
+                message = made.get()
+                send.send(message)
+                if message[0] != "item":
+                    return
+        except Exception as exc:
+            broken.set()
+            try:
+                send.send(_error_message(exc))
+            except Exception:
+                pass
+
+    def put(message) -> bool:
+        while not broken.is_set():
+            try:
+                made.put(message, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    thread = threading.Thread(target=sender, daemon=True)
+    thread.start()
+    try:
+        for item in make():
+            if not put(("item", item)):
+                break
+        else:
+            put(("end", None))
+    except Exception as exc:
+        put(_error_message(exc))
+    thread.join()
     send.close()
 
 
@@ -115,15 +167,15 @@ class _Child:
         self.proc, self.recv, self.what = proc, recv, what
 
     @classmethod
-    def start(cls, make, what: str):
+    def start(cls, make, what: str, ahead: int = 0):
         """The child, or None when none may be forked (`can_fork`), none can be started
-        (memory, limits), or one processor is usable."""
+        (memory, limits), or one processor is usable. `ahead`: see `forked_items`."""
         if usable_cpus() < 2 or not can_fork():
             return None
         import multiprocessing
         ctx = multiprocessing.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_produce, args=(make, send), daemon=True)
+        proc = ctx.Process(target=_produce, args=(make, send, ahead, recv), daemon=True)
         try:
             proc.start()
         except OSError:
@@ -158,13 +210,14 @@ class _Child:
         self.recv.close()
 
 
-def forked_items(make: Callable[[], Iterable], what: str) -> Iterator:
+def forked_items(make: Callable[[], Iterable], what: str, ahead: int = 0) -> Iterator:
     """The items of ``make()``, made in a forked process while the caller works on the
-    ones before (the pipe holds back the process when the caller lags). Its error is raised
-    here, in order; a process that dies is named (`what`: what it was doing) with its exit
-    code; it ends with this generator, however that ends. In this process instead when
-    none may be forked."""
-    child = _Child.start(make, what)
+    ones before: at most `ahead` items besides the one in the pipe wait for the caller
+    (the process is held back when the caller lags; 0: only the pipe's). Its error is
+    raised here, in order; a process that dies is named (`what`: what it was doing) with
+    its exit code; it ends with this generator, however that ends. In this process
+    instead when none may be forked."""
+    child = _Child.start(make, what, ahead)
     if child is None:
         yield from make()
         return
