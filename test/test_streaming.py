@@ -255,6 +255,35 @@ def test_segment_filter_in_windows_equals_process():
     assert rel(got.qd, ref.qd) < 1e-10 and rel(got.qdd, ref.qdd) < 1e-8
 
 
+def test_store_times_and_decimated_rows_do_not_depend_on_the_read_size(demo_urdf, tmp_path):
+    """The store's times and `decimated`'s rows are read a chunk at a time (their memory does
+    not grow with the recording): the same as one read of all rows, whatever the chunk."""
+    from robot_ident.data.signals import ProcessedData
+    from robot_ident.data.stream_filter import ProcessedStore
+    from robot_ident.estimation.compressed import decimated
+    model = RobotModel(demo_urdf)
+    rng = np.random.default_rng(7)
+    N, n = 9001, model.n
+    t = np.cumsum(rng.uniform(0.004, 0.006, N))
+    q = np.cumsum(rng.normal(0, 0.01, (N, n)), axis=0)
+    qd = np.gradient(q, t, axis=0)
+    eff = rng.normal(size=(N, n))
+    with ProcessedStore(model.joint_names, tmp_path) as store:
+        for a in range(0, N, 1234):
+            sl = slice(a, a + 1234)
+            store.append(ProcessedData(t[sl], model.joint_names, q[sl], qd[sl], 0 * qd[sl], eff[sl], eff[sl]))
+        whole = store.read(0, N)
+        assert np.array_equal(whole.t, t)
+        for a, b, chunk in [(0, N, 4000), (17, 8000, 333), (5, 6, 1), (-3, N + 9, 1000), (50, 50, 7)]:
+            assert np.array_equal(store.times(a, b, chunk), t[max(a, 0):min(b, N)])
+        runs = [(store, 0, 4001), (store, 4001, N)]
+        ref, ref_moving = decimated(runs, model, 0.05, 0.05, max_samples=700, block=N)
+        got, moving = decimated(runs, model, 0.05, 0.05, max_samples=700, block=250)
+        assert got.n_samples == ref.n_samples > 600 and np.array_equal(moving, ref_moving)
+        for a in ("t", "q", "qd", "effort"):
+            assert np.array_equal(getattr(got, a), getattr(ref, a)), a
+
+
 # --------------------------------------------------------------- compressed problem
 @pytest.fixture(scope="module")
 def demo_problem(demo_urdf):

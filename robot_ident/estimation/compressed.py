@@ -217,9 +217,9 @@ def validate_runs(result, model: RobotModel, runs, threshold: float, guard_s: fl
     return acc.report(noise_std, threshold, model.limits.effort)
 
 
-def decimated(runs, model, threshold, guard_s, max_samples: int = 3000, block: int = 50_000) -> tuple:
+def decimated(runs, model, threshold, guard_s, max_samples: int = 3000, block: int = CHUNK_SAMPLES) -> tuple:
     """(data, moving) of every s-th sample of the row runs, block by block (the dead band
-    judged at full rate within each run)."""
+    judged at full rate within each run; memory independent of the runs' length)."""
     s = decimation_stride(run_rows(runs), max_samples)
     kept, masks, done = [], [], 0
     for d, mask in run_chunks(runs, threshold, guard_s, block, model):
