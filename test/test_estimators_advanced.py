@@ -196,13 +196,14 @@ def test_interior_point_reaches_an_optimum_on_the_feasibility_boundary():
     """min |theta - target|^2 over a physical body, with an infeasible target (negative
     principal moment about the centre of mass): the optimum is on the boundary. No
     feasible direction from the returned point lowers the cost (first-order optimality)."""
-    from robot_ident.estimation.physical import _barrier_solve
+    from robot_ident.estimation import lmi_barrier
+    from robot_ident.estimation.physical import _pseudo_basis
     target = pin.Inertia(2.0, np.array([0.1, 0.0, 0.05]), np.diag([0.02, 0.03, 0.01])).toDynamicParameters()
     target[9] -= 0.03                                 # Izz about the centre of mass becomes -0.02
     assert not is_physical(target)
     start = pin.Inertia(1.0, np.zeros(3), np.eye(3) * 0.01).toDynamicParameters()
-    scale = np.ones(10)
-    theta, steps = _barrier_solve(np.eye(10), target, 1, np.zeros(10, bool), start, scale, gap=1e-10)
+    body = lmi_barrier.LMIBlock(np.arange(10), _pseudo_basis(), np.zeros((4, 4)))     # pseudo-inertia >= 0
+    theta = lmi_barrier.solve(lmi_barrier.BarrierProblem(np.eye(10), target, [body], None, None), start, gap=1e-10).x
     assert is_physical(theta)
     ev = np.linalg.eigvalsh(pseudo_inertia(theta))
     assert ev[0] < 1e-6 * ev[-1]                     # on the boundary

@@ -129,10 +129,6 @@ class Gap:
     start_s: float                 # last sample before the gap (s from the pass origin)
     end_s: float                   # first sample after it
 
-    @property
-    def length_s(self) -> float:
-        return self.end_s - self.start_s
-
 
 @dataclass
 class SyncReport:

@@ -136,20 +136,6 @@ def _pseudo_basis() -> np.ndarray:
     return _E
 
 
-def _barrier_solve(H: np.ndarray, c: np.ndarray, nb: int, nonneg: np.ndarray, theta0: np.ndarray,
-                   scale: np.ndarray, gap: float = 1e-4, max_newton: int = 400) -> tuple[np.ndarray, int]:
-    """min 1/2 theta^T H theta - c^T theta s.t. every body physical and theta[nonneg] > 0, in
-    units of `scale` (theta0 likewise); kept for callers of the former solver."""
-    E0 = _pseudo_basis()
-    blocks = [lmi_barrier.LMIBlock(np.arange(10 * k, 10 * k + 10), E0 * scale[10 * k:10 * k + 10, None, None],
-                                   np.zeros((4, 4))) for k in range(nb)]
-    idx = np.flatnonzero(nonneg)
-    G = np.eye(H.shape[0])[idx] if idx.size else None
-    prob = lmi_barrier.BarrierProblem(H, c, blocks, G, np.zeros(idx.size) if idx.size else None)
-    sol = lmi_barrier.solve(prob, theta0, gap=gap, max_newton=max_newton)
-    return sol.x, sol.newton_steps
-
-
 def _reference_bodies(prior: np.ndarray, layout, bounds: PhysicalBounds) -> np.ndarray:
     """The CAD bodies moved strictly inside physical consistency; a body of (almost) no
     CAD mass becomes a uniform ball of the middle of its absolute mass range."""
