@@ -137,3 +137,18 @@ def test_r_factor_refuses_blocks_of_another_width():
     from robot_ident.estimation.r_factor import r_factor
     with pytest.raises(ValueError, match="4 columns"):
         r_factor(np.ones((3, 4)), np.ones((3, 1)))
+
+
+def test_prediction_in_blocks_equals_the_whole_and_the_model(model, base):
+    """`predict` builds the regressor a block of samples at a time (its memory does not grow
+    with the data): the same values as in one block (BLAS may add a row's terms in another
+    order for a short block: to rounding), and the model's own efforts."""
+    res = ols(build_problem(model, base, synthetic(model, 300, seed=3)))
+    q, qd, qdd = random_states(model, 2501, seed=4)
+    whole = res.predict(model, q, qd, qdd, block=10 ** 6)
+    assert whole.shape == (2501, model.n)
+    scale = np.abs(whole).max()
+    for block in (1000, 7):
+        np.testing.assert_allclose(res.predict(model, q, qd, qdd, block=block), whole, rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(res.predict(model, q[0], qd[0], qdd[0]), whole[:1], rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(whole, model.efforts(q, qd, qdd), rtol=0, atol=1e-8 * np.abs(whole).max())

@@ -8,6 +8,8 @@ import numpy as np
 from ..model.base import BaseParameters
 from ..model.robot import RobotModel
 
+PREDICT_BLOCK = 1000        # samples whose regressor `IdentificationResult.predict` holds at once
+
 
 @dataclass
 class IdentificationResult:
@@ -51,10 +53,16 @@ class IdentificationResult:
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
 
-    def predict(self, model: RobotModel, q, qd, qdd) -> np.ndarray:
-        """Predicted efforts (N, n) with these base parameters."""
-        W = self.base.regressor(model.regressor(q, qd, qdd))
-        return (W @ self.values).reshape(-1, model.n)
+    def predict(self, model: RobotModel, q, qd, qdd, block: int = PREDICT_BLOCK) -> np.ndarray:
+        """Predicted efforts (N, n) with these base parameters, `block` samples at a time (the
+        regressor of 4 000 samples of a 6-joint arm takes 16 MB)."""
+        q, qd, qdd = (np.atleast_2d(np.asarray(x, float)) for x in (q, qd, qdd))
+        out = np.empty((q.shape[0], model.n))
+        for a in range(0, q.shape[0], block):
+            b = a + block
+            W = self.base.regressor(model.regressor(q[a:b], qd[a:b], qdd[a:b]))
+            out[a:b] = (W @ self.values).reshape(-1, model.n)
+        return out
 
     def actuator_parameters(self) -> dict[str, dict[str, dict[str, float]]]:
         """Actuator parameters that are base parameters by themselves (not regrouped):
