@@ -195,7 +195,10 @@ def megabytes():
         yield bytes(2 ** 20)
 it = parallel.forked_items(megabytes, "testing", ahead=int(sys.argv[1]))
 next(it)
-print(multiprocessing.active_children()[0].pid, flush=True)
+reader = multiprocessing.active_children()[0].pid
+if sys.argv[2] == "later":      # a helper forked later, still busy when the caller dies
+    later = parallel.ForkedCall(lambda: time.sleep(60), "testing")
+print(reader, flush=True)
 time.sleep(60)
 """
 
@@ -209,23 +212,60 @@ def _ended(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
-@pytest.mark.parametrize("ahead", [0, 3])
-def test_a_helper_ends_when_its_caller_is_killed(ahead):
-    """The helper does not hold the caller's end of the pipe: when the caller dies (SIGKILL,
-    the OOM killer), the helper's next send fails and it ends instead of waiting forever."""
+@pytest.mark.parametrize("ahead, later", [(0, "alone"), (3, "alone"), (3, "later")])
+def test_a_helper_ends_when_its_caller_is_killed(ahead, later):
+    """No helper holds the caller's end of a helper's pipe (its own, or an earlier helper's
+    when it was forked later): when the caller dies (SIGKILL, the OOM killer), the helper's
+    next send fails and it ends instead of waiting forever, or for the later helper."""
+    import select
     import signal
     import subprocess
     import sys
-    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER, str(ahead)], stdout=subprocess.PIPE,
-                              text=True)
+    caller = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER, str(ahead), later], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
     try:
+        assert select.select([caller.stdout], [], [], 60)[0], "the caller did not start its helper"
         helper = int(caller.stdout.readline())
     finally:
         caller.send_signal(signal.SIGKILL)
         caller.wait()
         caller.stdout.close()
     try:
-        assert _wait_for(lambda: _ended(helper))
+        assert _wait_for(lambda: _ended(helper), 20.0)
     finally:
-        if not _ended(helper):
-            os.kill(helper, signal.SIGKILL)
+        try:
+            os.killpg(caller.pid, signal.SIGKILL)    # whatever is left of its group (the later helper)
+        except ProcessLookupError:
+            pass
+
+
+def _exits_after(n, code):
+    for k in range(n):
+        yield bytes([k]) * 2 ** 20
+    raise SystemExit(code)
+
+
+def _dies_in_a_send(n):
+    for k in range(n):
+        yield bytes([k]) * 4 * 2 ** 20      # the helper's sender is in the middle of one when it dies
+    time.sleep(0.2)
+    os._exit(4)
+
+
+def test_a_helper_that_stops_ahead_is_named_after_the_items_it_made(two_cpus, monkeypatch):
+    """With `ahead`: a helper whose making ends without an error to send (SystemExit) sends
+    the items made first, as without; one that dies in the middle of sending an item is
+    named with its exit code, not reported as a broken message."""
+    monkeypatch.setattr(parallel, "can_fork", lambda: True)
+    for ahead in (0, 4):
+        seen = []
+        with pytest.raises(RuntimeError, match=r"ended without an answer \(exit code 5\)"):
+            for x in parallel.forked_items(lambda: _exits_after(3, 5), "testing", ahead=ahead):
+                seen.append(x[0])
+        assert seen == [0, 1, 2]
+    seen = []
+    with pytest.raises(RuntimeError, match=r"the process testing ended without an answer \(exit code 4\)"):
+        for x in parallel.forked_items(lambda: _dies_in_a_send(3), "testing", ahead=4):
+            time.sleep(0.3)
+            seen.append(x[0])
+    assert seen == list(range(len(seen)))

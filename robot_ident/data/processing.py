@@ -42,7 +42,7 @@ from .stream_sync import CHUNK_S, ChunkedSync, NeedsWholeRecording
 from .sync import SyncOptions, SyncReport, synchronise
 from .table import TABLE_SUFFIXES
 
-READ_AHEAD = 8          # batches (`bag_stream.DEFAULT_BATCH` messages each) read before they are taken
+READ_AHEAD = 8          # batches (`bag_stream.DEFAULT_BATCH` messages; ~2 MB for the demo arm) read ahead
 
 
 @dataclass(frozen=True)

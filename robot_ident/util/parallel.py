@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence
@@ -97,8 +98,9 @@ def _error_message(exc: BaseException) -> tuple:
     return "error", exc
 
 
-def _produce(make, send, ahead: int, recv) -> None:
-    recv.close()        # the caller's end: when the caller dies, a send here fails and this process ends
+def _produce(make, send, ahead: int) -> None:
+    for end in list(_CALLER_ENDS):    # the caller's ends of every helper's pipe, this one's included: when
+        end.close()                   # the caller dies, a send here fails and this process ends
     _child_signals()
     if ahead > 0:
         _produce_ahead(make, send, ahead)
@@ -118,7 +120,8 @@ def _produce(make, send, ahead: int, recv) -> None:
 def _produce_ahead(make, send, ahead: int) -> None:
     """`_produce` with up to `ahead` items made before the caller takes them: a thread of
     the helper sends them while it makes the next. When a send fails (the caller has
-    stopped reading, or an item cannot be pickled: that error is sent), the helper stops."""
+    stopped reading, or an item cannot be pickled: that error is sent), the helper stops;
+    when the making stops otherwise (SystemExit), the items made go first."""
     import queue
     made: queue.Queue = queue.Queue(ahead)
     broken = threading.Event()
@@ -127,6 +130,8 @@ def _produce_ahead(make, send, ahead: int) -> None:
         try:
             while True:
                 message = made.get()
+                if message[0] == "stop":
+                    return
                 send.send(message)
                 if message[0] != "item":
                     return
@@ -148,16 +153,23 @@ def _produce_ahead(make, send, ahead: int) -> None:
 
     thread = threading.Thread(target=sender, daemon=True)
     thread.start()
+    last = False            # the sender has its last message
     try:
         for item in make():
             if not put(("item", item)):
                 break
         else:
-            put(("end", None))
+            last = put(("end", None))
     except Exception as exc:
-        put(_error_message(exc))
-    thread.join()
+        last = put(_error_message(exc))
+    finally:
+        if not last:
+            put(("stop", None))
+        thread.join()
     send.close()
+
+
+_CALLER_ENDS: "weakref.WeakSet" = weakref.WeakSet()     # this process's ends of its helpers' pipes
 
 
 class _Child:
@@ -175,7 +187,8 @@ class _Child:
         import multiprocessing
         ctx = multiprocessing.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_produce, args=(make, send, ahead, recv), daemon=True)
+        _CALLER_ENDS.add(recv)
+        proc = ctx.Process(target=_produce, args=(make, send, ahead), daemon=True)
         try:
             proc.start()
         except OSError:
@@ -191,7 +204,7 @@ class _Child:
             while True:
                 try:
                     kind, item = self.recv.recv()
-                except EOFError:
+                except (EOFError, OSError):      # OSError: it died in the middle of a message
                     self.proc.join()
                     raise RuntimeError(f"the process {self.what} ended without an answer "
                                        f"(exit code {self.proc.exitcode})") from None
@@ -212,11 +225,12 @@ class _Child:
 
 def forked_items(make: Callable[[], Iterable], what: str, ahead: int = 0) -> Iterator:
     """The items of ``make()``, made in a forked process while the caller works on the
-    ones before: at most `ahead` items besides the one in the pipe wait for the caller
-    (the process is held back when the caller lags; 0: only the pipe's). Its error is
-    raised here, in order; a process that dies is named (`what`: what it was doing) with
-    its exit code; it ends with this generator, however that ends. In this process
-    instead when none may be forked."""
+    ones before. The process is held back when the caller lags: besides the item being
+    made, at most the pipe's 64 KiB and one item being sent wait for the caller, and
+    `ahead` more items (so `ahead` items' memory in the process). Its error is raised here,
+    in order; a process that dies is named (`what`: what it was doing) with its exit
+    code; it ends with this generator, however that ends. In this process instead when
+    none may be forked."""
     child = _Child.start(make, what, ahead)
     if child is None:
         yield from make()
