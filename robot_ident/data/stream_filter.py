@@ -147,13 +147,17 @@ class ProcessedStore:
         self.segment_starts = [s for s in self.segment_starts if s < n]
 
     def read(self, a: int, b: int) -> ProcessedData:
-        a, b = max(0, int(a)), min(self.n_samples, int(b))
-        m = max(b - a, 0)
-        rows = np.frombuffer(self._read_at(a * self.width * 8, m * self.width * 8), dtype="<f8").reshape(m, self.width)
+        rows = self._rows(a, b)
         n = self.n
         col = lambda k: rows[:, 1 + k * n:1 + (k + 1) * n]  # noqa: E731
         return ProcessedData(rows[:, 0].copy(), self.joint_names, col(0).copy(), col(1).copy(), col(2).copy(),
                              col(3).copy(), col(4).copy())
+
+    def _rows(self, a: int, b: int) -> np.ndarray:
+        """Rows a..b (clipped to the stored ones) as they are in the file: (m, width), read-only."""
+        a, b = max(0, int(a)), min(self.n_samples, int(b))
+        m = max(b - a, 0)
+        return np.frombuffer(self._read_at(a * self.width * 8, m * self.width * 8), dtype="<f8").reshape(m, self.width)
 
     def _read_at(self, offset: int, size: int) -> bytes:
         """`size` bytes from `offset`, by position (pread): processes forked to read the file
@@ -173,8 +177,7 @@ class ProcessedStore:
         out = np.empty(max(b - a, 0))
         for c in range(a, b, chunk):
             e = min(b, c + chunk)
-            rows = np.frombuffer(self._read_at(c * self.width * 8, (e - c) * self.width * 8), dtype="<f8")
-            out[c - a:e - a] = rows[::self.width]
+            out[c - a:e - a] = self._rows(c, e)[:, 0]
         return out
 
     def close(self) -> None:
