@@ -13,7 +13,8 @@ from robot_ident.estimation import build_problem, ols, physically_consistent, wl
 from robot_ident.estimation.compressed import accumulate
 from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters
 from robot_ident.estimation.store_hac import StoreRowSource
-from robot_ident.estimation.uncertainty import _LaggedSums, hac_covariance
+from robot_ident.estimation import uncertainty
+from robot_ident.estimation.uncertainty import _LaggedSums, _omega, hac_covariance
 from robot_ident.model.robot import RobotModel
 from robot_ident.util.blas import single_threaded_blas
 
@@ -115,7 +116,11 @@ def test_short_lag_search_is_reported(correlated):
     assert a.extra["hac_lags_searched"] == 3 and a.extra["hac_lag_samples"] == 9   # 3 x the lags searched
 
 
-def test_lagged_sums_in_blocks_equal_direct_sums():
+@pytest.mark.parametrize("gathered", [8192, 50, 1])
+def test_lagged_sums_in_blocks_equal_direct_sums(gathered, monkeypatch):
+    """Blocks shorter than K, gathered into FFT blocks of any size (one, several, each block
+    alone), give the sums over the samples written out."""
+    monkeypatch.setattr(uncertainty, "LAG_BLOCK", gathered)
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(257, 2)), rng.normal(size=(257, 2))
     K = 40
@@ -124,3 +129,20 @@ def test_lagged_sums_in_blocks_equal_direct_sums():
         s.add(a[i:i + 23], b[i:i + 23])
     direct = np.array([[np.dot(a[:257 - k, j], b[k:, j]) for k in range(K + 1)] for j in range(2)])
     assert np.allclose(s.sum, direct, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_samples, lag, block", [(1000, 7, 128), (300, 0, 64), (90, 40, 16), (5, 12, 3)])
+def test_bartlett_omega_equals_the_sum_over_lags(tmp_path, n_samples, lag, block):
+    """Omega from the window sums equals the Bartlett-weighted sum of lagged score products
+    written out, for lags longer than a block and than the series, and lag 0 (White)."""
+    rng = np.random.default_rng(5)
+    p = 4
+    G = lfilter([0.3], [1.0, -0.8], rng.normal(size=(n_samples, p)), axis=0) + 0.2
+    direct = G.T @ G
+    for k in range(1, min(lag, n_samples - 1) + 1):
+        C = G[:-k].T @ G[k:]
+        direct += (1.0 - k / (lag + 1.0)) * (C + C.T)
+    with open(tmp_path / "scores", "w+b") as f:
+        f.write(G.astype("<f8").tobytes())
+        got = _omega(f, n_samples, p, lag, block=block)
+    assert np.allclose(got, direct, rtol=1e-12, atol=1e-12 * np.abs(direct).max())
