@@ -9,11 +9,16 @@ from scipy.signal import lfilter
 
 from robot_ident.data.signals import ProcessedData
 from robot_ident.data.stream_filter import ProcessedStore
-from robot_ident.estimation import build_problem, ols, physically_consistent, wls
+from robot_ident.estimation import (
+    build_problem,
+    ols,
+    physically_consistent,
+    uncertainty,
+    wls,
+)
 from robot_ident.estimation.compressed import accumulate
 from robot_ident.estimation.pipeline import IdentificationSettings, base_parameters
 from robot_ident.estimation.store_hac import StoreRowSource
-from robot_ident.estimation import uncertainty
 from robot_ident.estimation.uncertainty import _LaggedSums, _omega, hac_covariance
 from robot_ident.model.robot import RobotModel
 from robot_ident.util.blas import single_threaded_blas
