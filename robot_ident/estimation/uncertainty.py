@@ -168,7 +168,7 @@ class _LaggedSums:
         self._pending_rows = 0
 
     def add(self, a_block: np.ndarray, b_block: np.ndarray) -> None:
-        self._pending.append((np.asarray(a_block, float), np.asarray(b_block, float)))
+        self._pending.append((np.array(a_block, float), np.array(b_block, float)))    # copies: kept a while
         self._pending_rows += a_block.shape[0]
         if self._pending_rows >= LAG_BLOCK:
             self._flush()
