@@ -52,7 +52,7 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "robot-ident = robot_ident.cli:main",
+            "robot-ident = robot_ident.cli:run",
             # ROS 2 nodes (ros2 run robot_ident <name>); they import rclpy only when run.
             "excitation_node = robot_ident.nodes.excitation_node:main",
             "torque_node = robot_ident.nodes.torque_node:main",

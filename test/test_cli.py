@@ -74,3 +74,27 @@ def test_the_engine_loads_without_scipy_signal():
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", (out.stdout, out.stderr)
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_the_program_runs_with_one_blas_thread_unless_told_otherwise(user):
+    """`run` (the console script, ``python -m robot_ident.cli``) sets one OpenBLAS thread
+    before numpy loads (loading the command line loads no numpy) and keeps a number the
+    user set; checked in a fresh interpreter, numpy's BLAS asked how many threads it has."""
+    import os
+    from pathlib import Path
+    code = ("import os, sys; import robot_ident.cli as cli; assert 'numpy' not in sys.modules; "
+            "cli.main = lambda: print(os.environ['OPENBLAS_NUM_THREADS'], __import__('numpy').__name__ and max("
+            "i['num_threads'] for i in __import__('threadpoolctl').threadpool_info() "
+            "if i['internal_api'] == 'openblas')) or 0; sys.exit(cli.run())")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    setting, threads = out.stdout.split()
+    if user is None:
+        assert (setting, threads) == ("1", "1")
+    else:
+        assert setting == user and int(threads) == min(int(user), os.cpu_count())

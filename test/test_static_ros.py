@@ -325,7 +325,7 @@ def test_setup_installs_launch_urdf_and_config_files():
 
 def test_entry_points_name_each_node_main():
     eps = entry_points()
-    assert eps["robot-ident"] == "robot_ident.cli:main"
+    assert eps["robot-ident"] == "robot_ident.cli:run"
     for path in NODES:
         assert eps[path.stem] == f"robot_ident.nodes.{path.stem}:main"
     # console scripts land in lib/robot_ident, where `ros2 run` looks

@@ -1,6 +1,6 @@
 """python -m robot_ident.cli"""
 import sys
 
-from . import main
+from . import run
 
-sys.exit(main())
+sys.exit(run())
