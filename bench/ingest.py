@@ -9,7 +9,7 @@ in a fresh process:
 
   read      `data.bag_stream.bag_chunks` over both topics (read + batch CDR decoding into
             arrays), messages per second, sqlite3 and mcap;
-  identify  the whole command ``python -m robot_ident.cli identify --no-plots`` (the one
+  identify  the whole program, as ``robot-ident identify --no-plots`` runs it (the one
             pipeline, estimation/flow.py: the bag read in bounded memory) with ``wls`` and
             ``physical`` (sqlite3 bag), with the config's cutoff (``set``) and with a copy
             of the config without ``identification.filter.cutoff_hz`` (``auto``: the
@@ -43,8 +43,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -156,9 +154,11 @@ def child_read(bag: str, config: str) -> dict:
 
 
 def child_identify(bag: str, urdf: str, config: str, method: str, out: str) -> dict:
-    from robot_ident.cli import main
-    code = main(["identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
-                 "--method", method, "--no-plots", "--quiet"])
+    # the program as a user runs it: `cli.run` (its BLAS setting), before anything loads numpy
+    from robot_ident.cli import run
+    sys.argv = ["robot-ident", "identify", "--bag", bag, "--urdf", urdf, "--config", config, "--output", out,
+                "--method", method, "--no-plots", "--quiet"]
+    code = run()
     if code:
         raise SystemExit(code)
     peak = _maxrss_mb()          # before reading the result back
@@ -221,6 +221,8 @@ def main() -> None:
         return
     if args.auto_cutoff:
         args.cutoffs = ["auto"]
+
+    import numpy as np
 
     from robot_ident.data.bag import write_bag_from_config
     from robot_ident.excitation.fourier import FourierTrajectory
