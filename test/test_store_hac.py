@@ -130,8 +130,9 @@ def test_lagged_sums_in_blocks_equal_direct_sums(gathered, monkeypatch):
     a, b = rng.normal(size=(257, 2)), rng.normal(size=(257, 2))
     K = 40
     s = _LaggedSums(K, 2)
-    for i in range(0, 257, 23):                 # blocks shorter than K too
+    for i in range(0, 138, 23):                 # blocks shorter than K too
         s.add(a[i:i + 23], b[i:i + 23])
+    s.add(a[138:], b[138:])                     # and one longer than a gathered block
     direct = np.array([[np.dot(a[:257 - k, j], b[k:, j]) for k in range(K + 1)] for j in range(2)])
     assert np.allclose(s.sum, direct, rtol=1e-12, atol=1e-10)
 

@@ -14,6 +14,7 @@ from ..errors import RobotIdentError
 
 # Order is the order shown by --help.
 COMMANDS = ("init", "demo", "design", "simulate", "identify", "validate", "monitor", "report")
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")   # OpenBLAS's, in its order
 MAX_MESSAGE = 400          # characters of an error line (a 900-character key name is cut)
 
 
@@ -111,9 +112,11 @@ def run() -> int:
     their work side by side on every processor they may use (util/parallel.py) and their
     matrices are small, so OpenBLAS's own threads only compete with them: `identify` on the
     300 s demo bag took 3 % less CPU and 0.16 s less wall time (paired runs, docs/benchmarks.md),
-    `design` 20 % less CPU for the same number of evaluations. Set before numpy loads; `main`
+    `design` 20 % less CPU for the same number of evaluations. Set before numpy loads, and
+    not when the user set a number of threads OpenBLAS reads (`BLAS_THREAD_VARIABLES`); `main`
     called from Python leaves the caller's environment alone."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if not any(os.environ.get(v) for v in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     return main()
 
 

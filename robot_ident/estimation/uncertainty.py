@@ -168,10 +168,12 @@ class _LaggedSums:
         self._pending_rows = 0
 
     def add(self, a_block: np.ndarray, b_block: np.ndarray) -> None:
-        self._pending.append((np.array(a_block, float), np.array(b_block, float)))    # copies: kept a while
-        self._pending_rows += a_block.shape[0]
-        if self._pending_rows >= LAG_BLOCK:
-            self._flush()
+        for lo in range(0, a_block.shape[0], LAG_BLOCK):    # a long block in pieces: FFTs of at most 2 x 8192
+            hi = lo + LAG_BLOCK
+            self._pending.append((np.array(a_block[lo:hi], float), np.array(b_block[lo:hi], float)))   # kept a while
+            self._pending_rows += a_block[lo:hi].shape[0]
+            if self._pending_rows >= LAG_BLOCK:
+                self._flush()
 
     @property
     def sum(self) -> np.ndarray:

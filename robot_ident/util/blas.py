@@ -6,7 +6,8 @@ matrices gains nothing and, on a loaded machine (a robot PC running controllers,
 cores shared with other processes), loses a great deal: the physically consistent
 solver took 82 s instead of 1.6 s for the same 458 iterations. These loops therefore
 run with one BLAS thread (threadpoolctl); large one-shot factorisations keep the
-default."""
+default of the process. (The `robot-ident` program itself starts with one OpenBLAS thread,
+`cli.run`, unless the user sets a number: a library caller and the ROS nodes keep theirs.)"""
 from __future__ import annotations
 
 from contextlib import contextmanager
