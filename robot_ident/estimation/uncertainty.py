@@ -169,9 +169,9 @@ class _LaggedSums:
 
     def add(self, a_block: np.ndarray, b_block: np.ndarray) -> None:
         for lo in range(0, a_block.shape[0], LAG_BLOCK):    # a long block in pieces: FFTs of at most 2 x 8192
-            hi = lo + LAG_BLOCK
-            self._pending.append((np.array(a_block[lo:hi], float), np.array(b_block[lo:hi], float)))   # kept a while
-            self._pending_rows += a_block[lo:hi].shape[0]
+            a = np.array(a_block[lo:lo + LAG_BLOCK], float)   # copies: kept a while
+            self._pending.append((a, np.array(b_block[lo:lo + LAG_BLOCK], float)))
+            self._pending_rows += a.shape[0]
             if self._pending_rows >= LAG_BLOCK:
                 self._flush()
 
@@ -214,12 +214,14 @@ def _omega(f, n_samples: int, p: int, L: int, block: int = 5_000) -> np.ndarray:
         real = max(0, min(m, n_samples - a))
         G = np.zeros((m, p))
         G[:real] = np.frombuffer(f.read(real * p * 8), dtype="<f8").reshape(real, p)
-        ext = np.vstack([tail, G])                   # (L + m, p): the L scores before the block, then it
-        c = np.zeros((L + m + 1, p))
-        np.cumsum(ext, axis=0, out=c[1:])
-        H = c[L + 1:] - c[:m] if L else G           # windows ending at each sample of the block
+        H = G                                        # the windows ending at each sample of the block
+        if L:
+            ext = np.vstack([tail, G])               # (L + m, p): the L scores before the block, then it
+            c = np.zeros((L + m + 1, p))
+            np.cumsum(ext, axis=0, out=c[1:])
+            H = c[L + 1:] - c[:m]
+            tail = ext[m:]
         omega += H.T @ H
-        tail = ext[m:]
     return omega / (L + 1.0)
 
 
